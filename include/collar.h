@@ -1,0 +1,33 @@
+/*
+ * collar - collective algorithm router for MPI programs.
+ *
+ * collar is used through LD_PRELOAD and needs no change to the program:
+ *
+ *     LD_PRELOAD=libcollar.so mpirun -np 8 ./app
+ *
+ * A program that links libcollar (or finds these symbols with dlsym) can ask
+ * whether collar is active.
+ */
+#ifndef COLLAR_H
+#define COLLAR_H
+
+#define COLLAR_VERSION_MAJOR 0
+#define COLLAR_VERSION_MINOR 1
+#define COLLAR_VERSION_PATCH 0
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library's version, e.g. "0.1.0". */
+const char *collar_version(void);
+
+/* 1 between MPI_Init and MPI_Finalize when collar is taking part (not
+ * disabled by COLLAR_DISABLE=1), else 0. */
+int collar_active(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLLAR_H */

@@ -1,0 +1,43 @@
+/* collar - what all algorithms share: describing a call, finding a builder. */
+#include "config.h"
+#include "algo.h"
+
+collar_status_t collar_call_describe(collar_call_t *call)
+{
+    MPI_Aint lb, extent, true_lb, true_extent;
+    if (PMPI_Type_size(call->dtype, &call->type_size) != MPI_SUCCESS
+        || PMPI_Type_get_extent(call->dtype, &lb, &extent) != MPI_SUCCESS
+        || PMPI_Type_get_true_extent(call->dtype, &true_lb, &true_extent) != MPI_SUCCESS) {
+        return COLLAR_ERR_MPI;
+    }
+    call->bytes = (size_t)call->count * (size_t)call->type_size;
+    if (call->count == 0 || call->type_size == 0) {
+        call->lo = 0;
+        call->span = 0;
+    } else {
+        /* Element i occupies [true_lb + i*extent, true_lb + i*extent +
+         * true_extent); extents may be negative. */
+        MPI_Aint last = (MPI_Aint)(call->count - 1) * extent;
+        MPI_Aint lo = true_lb + (last < 0 ? last : 0);
+        MPI_Aint hi = true_lb + true_extent + (last > 0 ? last : 0);
+        call->lo = lo;
+        call->span = (size_t)(hi - lo);
+    }
+    call->dense = call->span == call->bytes;
+    call->cdt = collar_dtype_from_mpi(call->dtype);
+    call->cop = collar_op_from_mpi(call->op);
+    return COLLAR_OK;
+}
+
+collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg)
+{
+    switch (alg) {
+    case COLLAR_ALG_STAGED:
+        return collar_algo_staged_build;
+    case COLLAR_ALG_AUTO:
+    case COLLAR_ALG_NATIVE:
+    case COLLAR_ALG_COUNT:
+        break;
+    }
+    return NULL;
+}

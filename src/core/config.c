@@ -1,0 +1,454 @@
+/*
+ * collar - configuration.
+ *
+ * ONE table holds every COLLAR_* variable: name, type, default, help text and
+ * the field of collar_cfg it fills.  The same table feeds the parser, the
+ * unknown-name check, collar-info and the README's reference.  Parsed once at
+ * MPI_Init; a value the user set is logged at info level; a bad value is one
+ * warning naming the variable and the expected form, and the default stays.
+ */
+#include "config.h"
+#include "core.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+extern char **environ;
+
+collar_config_t collar_cfg;
+
+typedef enum {
+    CFG_BOOL,
+    CFG_LONG,
+    CFG_SIZE,
+    CFG_ENUM,
+    CFG_STRING,
+    CFG_SUBSYS
+} cfg_type_t;
+
+typedef struct {
+    const char  *name;
+    cfg_type_t   type;
+    const char  *dflt;
+    const char  *help;
+    size_t       offset;      /* into collar_config_t */
+    const char  *const *choices;  /* CFG_ENUM: NULL-terminated names */
+    long         min, max;    /* CFG_LONG bounds */
+} cfg_row_t;
+
+static const char *const log_levels[] = {
+    "none", "error", "warn", "info", "debug", "trace", NULL
+};
+static const char *const device_kinds[] = {
+    "auto", "cuda", "sim", "none", NULL
+};
+/* Indexed by collar_alg_t. */
+static const char *const alg_names[] = {
+    "auto", "native", "staged", NULL
+};
+static const char *const subsys_names[] = {
+    "init", "env", "tuning", "coll", "mem", "stats", NULL
+};
+
+const char *collar_alg_name(collar_alg_t alg)
+{
+    if ((int)alg < 0 || alg >= COLLAR_ALG_COUNT) {
+        return "unknown";
+    }
+    return alg_names[alg];
+}
+
+#define FIELD(f) offsetof(collar_config_t, f)
+
+static const cfg_row_t table[] = {
+    { "COLLAR_DISABLE", CFG_BOOL, "0",
+      "Pass every MPI call straight to the MPI library (collar does nothing).",
+      FIELD(disable), NULL, 0, 0 },
+    { "COLLAR_LOG", CFG_ENUM, "warn",
+      "Log level: none, error, warn, info (says which algorithm runs), debug, trace.",
+      FIELD(log_level), log_levels, 0, 0 },
+    { "COLLAR_LOG_SUBSYS", CFG_SUBSYS, "all",
+      "Subsystems to log, comma-separated: init, env, tuning, coll, mem, stats, or all.",
+      FIELD(log_subsys), subsys_names, 0, 0 },
+    { "COLLAR_LOG_FILE", CFG_STRING, "stderr",
+      "Log destination; %h, %p, %r expand to host, pid, rank.",
+      FIELD(log_file), NULL, 0, 0 },
+    { "COLLAR_DEVICE", CFG_ENUM, "auto",
+      "Device backend: auto (none until the cuda backend is built in), cuda, "
+      "sim (host memory posing as device memory, for testing), none.",
+      FIELD(device), device_kinds, 0, 0 },
+    { "COLLAR_ALGORITHM", CFG_ENUM, "auto",
+      "Force one allreduce algorithm for every call: auto (the rules decide), "
+      "native, staged.",
+      FIELD(algorithm), alg_names, 0, 0 },
+    { "COLLAR_STAGING_POOL", CFG_SIZE, "256M",
+      "Most pinned host memory kept for reuse between calls (K, M, G suffixes).",
+      FIELD(staging_pool), NULL, 0, 0 },
+    { "COLLAR_SIM_JITTER", CFG_LONG, "0",
+      "sim device: random delay of up to this many microseconds before each "
+      "copy or reduction, to expose missing waits.",
+      FIELD(sim_jitter_us), NULL, 0, 1000000 },
+    { "COLLAR_SIM_SEED", CFG_LONG, "1",
+      "sim device: seed of the jitter's random numbers (mixed with the process id).",
+      FIELD(sim_seed), NULL, 0, LONG_MAX },
+    { "COLLAR_SIM_STREAMS", CFG_LONG, "2",
+      "sim device: number of streams, each run by a worker thread.",
+      FIELD(sim_streams), NULL, 1, 16 },
+};
+
+#define NROWS (sizeof(table) / sizeof(table[0]))
+
+/* ------------------------------------------------------------ value parsers */
+
+collar_status_t collar_parse_bool(const char *s, int *out)
+{
+    static const char *const yes[] = { "1", "yes", "y", "true", "on", NULL };
+    static const char *const no[]  = { "0", "no", "n", "false", "off", NULL };
+    for (int i = 0; yes[i] != NULL; i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = 1;
+            return COLLAR_OK;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = 0;
+            return COLLAR_OK;
+        }
+    }
+    return COLLAR_ERR_INVALID;
+}
+
+collar_status_t collar_parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    if (*s == '\0' || isspace((unsigned char)*s)) {
+        return COLLAR_ERR_INVALID;
+    }
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < min || v > max) {
+        return COLLAR_ERR_INVALID;
+    }
+    *out = v;
+    return COLLAR_OK;
+}
+
+/* "4096", "64K", "1M", "2G", "1T" (binary multiples; case-insensitive,
+ * an optional trailing "B" or "iB"). */
+collar_status_t collar_parse_size(const char *s, size_t *out)
+{
+    const char *p = s;
+    if (!isdigit((unsigned char)*p)) {
+        return COLLAR_ERR_INVALID;
+    }
+    unsigned long long v = 0;
+    for (; isdigit((unsigned char)*p); p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (ULLONG_MAX - d) / 10) {
+            return COLLAR_ERR_INVALID;
+        }
+        v = v * 10 + d;
+    }
+    unsigned shift = 0;
+    switch (toupper((unsigned char)*p)) {
+    case 'K': shift = 10; p++; break;
+    case 'M': shift = 20; p++; break;
+    case 'G': shift = 30; p++; break;
+    case 'T': shift = 40; p++; break;
+    default: break;
+    }
+    if (shift != 0 && (p[0] == 'i' || p[0] == 'I')) {
+        p++;
+    }
+    if (p[0] == 'b' || p[0] == 'B') {
+        p++;
+    }
+    if (*p != '\0') {
+        return COLLAR_ERR_INVALID;
+    }
+    if (shift != 0 && v > (SIZE_MAX >> shift)) {
+        return COLLAR_ERR_INVALID;
+    }
+    if (v > SIZE_MAX) {
+        return COLLAR_ERR_INVALID;
+    }
+    *out = (size_t)(v << shift);
+    return COLLAR_OK;
+}
+
+static collar_status_t parse_enum(const char *s, const char *const *choices,
+                                  int *out)
+{
+    for (int i = 0; choices[i] != NULL; i++) {
+        if (strcasecmp(s, choices[i]) == 0) {
+            *out = i;
+            return COLLAR_OK;
+        }
+    }
+    return COLLAR_ERR_INVALID;
+}
+
+static collar_status_t parse_subsys(const char *s, unsigned *out)
+{
+    if (strcasecmp(s, "all") == 0) {
+        *out = COLLAR_SUB_ALL;
+        return COLLAR_OK;
+    }
+    unsigned mask = 0;
+    const char *p = s;
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        int found = 0;
+        for (int i = 0; subsys_names[i] != NULL; i++) {
+            if (n == strlen(subsys_names[i]) && strncasecmp(p, subsys_names[i], n) == 0) {
+                mask |= 1u << i;
+                found = 1;
+            }
+        }
+        if (!found) {
+            return COLLAR_ERR_INVALID;
+        }
+        p += n;
+        if (*p == ',') {
+            p++;
+            if (*p == '\0') {
+                return COLLAR_ERR_INVALID;
+            }
+        }
+    }
+    if (mask == 0) {
+        return COLLAR_ERR_INVALID;
+    }
+    *out = mask;
+    return COLLAR_OK;
+}
+
+/* ----------------------------------------------------------------- the table */
+
+static void expected_form(const cfg_row_t *row, char *buf, size_t len)
+{
+    switch (row->type) {
+    case CFG_BOOL:
+        snprintf(buf, len, "a boolean (0/1, yes/no, true/false, on/off)");
+        break;
+    case CFG_LONG:
+        snprintf(buf, len, "an integer from %ld to %ld", row->min, row->max);
+        break;
+    case CFG_SIZE:
+        snprintf(buf, len, "a size in bytes with an optional K, M, G or T suffix");
+        break;
+    case CFG_ENUM:
+    case CFG_SUBSYS: {
+        size_t o = (size_t)snprintf(buf, len, "%s", row->type == CFG_SUBSYS
+                                    ? "a comma-separated list of: all, " : "one of: ");
+        for (int i = 0; row->choices[i] != NULL && o < len; i++) {
+            o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "",
+                                  row->choices[i]);
+        }
+        break;
+    }
+    case CFG_STRING:
+        snprintf(buf, len, "a string");
+        break;
+    }
+}
+
+/* Parse `s` for `row` into collar_cfg. */
+static collar_status_t apply(const cfg_row_t *row, const char *s)
+{
+    char *field = (char *)&collar_cfg + row->offset;
+    switch (row->type) {
+    case CFG_BOOL: {
+        int v;
+        COLLAR_CHECK(collar_parse_bool(s, &v));
+        *(int *)field = v;
+        return COLLAR_OK;
+    }
+    case CFG_LONG: {
+        long v;
+        COLLAR_CHECK(collar_parse_long(s, row->min, row->max, &v));
+        *(long *)field = v;
+        return COLLAR_OK;
+    }
+    case CFG_SIZE: {
+        size_t v;
+        COLLAR_CHECK(collar_parse_size(s, &v));
+        *(size_t *)field = v;
+        return COLLAR_OK;
+    }
+    case CFG_ENUM: {
+        int v;
+        COLLAR_CHECK(parse_enum(s, row->choices, &v));
+        *(int *)field = v;
+        return COLLAR_OK;
+    }
+    case CFG_SUBSYS: {
+        unsigned v;
+        COLLAR_CHECK(parse_subsys(s, &v));
+        *(unsigned *)field = v;
+        return COLLAR_OK;
+    }
+    case CFG_STRING: {
+        char *copy = strdup(s);
+        if (copy == NULL) {
+            return COLLAR_ERR_NO_MEMORY;
+        }
+        free(*(char **)field);
+        *(char **)field = copy;
+        return COLLAR_OK;
+    }
+    }
+    return COLLAR_ERR_INVALID;
+}
+
+static const cfg_row_t *find_row(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NROWS; i++) {
+        if (strlen(table[i].name) == len && strncmp(table[i].name, name, len) == 0) {
+            return &table[i];
+        }
+    }
+    return NULL;
+}
+
+static void load_row(const cfg_row_t *row, int quiet)
+{
+    if (apply(row, row->dflt) != COLLAR_OK) {
+        abort();  /* a default that does not parse is a bug in this table */
+    }
+    const char *s = getenv(row->name);
+    if (s == NULL) {
+        return;
+    }
+    collar_status_t st = apply(row, s);
+    if (st == COLLAR_OK) {
+        if (quiet) {
+            collar_debug(ENV, "%s=%s", row->name, s);
+        } else {
+            collar_info(ENV, "%s=%s", row->name, s);
+        }
+        return;
+    }
+    char form[256];
+    expected_form(row, form, sizeof(form));
+    if (quiet) {
+        collar_debug(ENV, "%s='%.64s' is invalid: expected %s; using the default '%s'",
+                     row->name, s, form, row->dflt);
+    } else {
+        collar_warn(ENV, "%s='%.64s' is invalid: expected %s; using the default '%s'",
+                    row->name, s, form, row->dflt);
+    }
+}
+
+static int config_loaded;
+
+void collar_config_load_quiet(int quiet)
+{
+    if (config_loaded) {
+        return;
+    }
+    config_loaded = 1;
+    /* The log level first, so that the other rows log at the right level. */
+    const cfg_row_t *log_row = find_row("COLLAR_LOG", strlen("COLLAR_LOG"));
+    load_row(log_row, quiet);
+    collar_log_level = collar_cfg.log_level;
+    for (size_t i = 0; i < NROWS; i++) {
+        if (&table[i] != log_row) {
+            load_row(&table[i], quiet);
+        }
+    }
+    collar_log_subsys = collar_cfg.log_subsys;
+
+    /* A typo must not pass silently. */
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        if (strncmp(*e, "COLLAR_", 7) != 0) {
+            continue;
+        }
+        const char *eq = strchr(*e, '=');
+        size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+        if (find_row(*e, len) != NULL) {
+            continue;
+        }
+        if (quiet) {
+            collar_debug(ENV, "unknown variable %.*s is ignored (collar-info lists "
+                         "the known ones)", (int)len, *e);
+        } else {
+            collar_warn(ENV, "unknown variable %.*s is ignored (collar-info lists "
+                        "the known ones)", (int)len, *e);
+        }
+    }
+}
+
+void collar_config_load(void)
+{
+    collar_config_load_quiet(0);
+}
+
+static void format_value(const cfg_row_t *row, char *buf, size_t len)
+{
+    const char *field = (const char *)&collar_cfg + row->offset;
+    switch (row->type) {
+    case CFG_BOOL:
+        snprintf(buf, len, "%d", *(const int *)field);
+        break;
+    case CFG_LONG:
+        snprintf(buf, len, "%ld", *(const long *)field);
+        break;
+    case CFG_SIZE: {
+        size_t v = *(const size_t *)field;
+        if (v != 0 && v % (1u << 30) == 0) {
+            snprintf(buf, len, "%zuG", v >> 30);
+        } else if (v != 0 && v % (1u << 20) == 0) {
+            snprintf(buf, len, "%zuM", v >> 20);
+        } else if (v != 0 && v % (1u << 10) == 0) {
+            snprintf(buf, len, "%zuK", v >> 10);
+        } else {
+            snprintf(buf, len, "%zu", v);
+        }
+        break;
+    }
+    case CFG_ENUM:
+        snprintf(buf, len, "%s", row->choices[*(const int *)field]);
+        break;
+    case CFG_SUBSYS: {
+        unsigned mask = *(const unsigned *)field;
+        if (mask == COLLAR_SUB_ALL) {
+            snprintf(buf, len, "all");
+            break;
+        }
+        size_t o = 0;
+        buf[0] = '\0';
+        for (int i = 0; subsys_names[i] != NULL && o < len; i++) {
+            if (mask & (1u << i)) {
+                o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? "," : "",
+                                      subsys_names[i]);
+            }
+        }
+        break;
+    }
+    case CFG_STRING:
+        snprintf(buf, len, "%s", *(char *const *)field);
+        break;
+    }
+}
+
+void collar_config_print(FILE *out, int markdown)
+{
+    if (markdown) {
+        fprintf(out, "| variable | default | meaning |\n| --- | --- | --- |\n");
+    }
+    for (size_t i = 0; i < NROWS; i++) {
+        const cfg_row_t *row = &table[i];
+        char value[256];
+        format_value(row, value, sizeof(value));
+        if (markdown) {
+            fprintf(out, "| `%s` | `%s` | %s |\n", row->name, row->dflt, row->help);
+        } else {
+            fprintf(out, "  %-22s = %-10s (default %s%s)\n      %s\n", row->name,
+                    value, row->dflt, getenv(row->name) ? ", set" : "", row->help);
+        }
+    }
+}

@@ -1,0 +1,350 @@
+/*
+ * collar - core layer: status codes, logging, configuration, the device
+ * interface the schedule engine drives, private communicators, selection and
+ * the schedule engine itself.
+ *
+ * The core knows MPI (through PMPI_* only) and the reductions layer; device
+ * backends (src/mem/) implement the collar_device_t interface declared here,
+ * algorithms (src/algo/) build schedules, and the interposition layer
+ * (src/interpose/) ties it all to the exported MPI_* symbols.
+ */
+#ifndef COLLAR_CORE_H
+#define COLLAR_CORE_H
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../reduce/reduce.h"
+
+/* ------------------------------------------------------------------ status */
+
+typedef enum {
+    COLLAR_OK              =  0,
+    COLLAR_INPROGRESS      =  1,  /* not an error: try again later */
+    COLLAR_ERR_NO_MEMORY   = -1,
+    COLLAR_ERR_INVALID     = -2,
+    COLLAR_ERR_MPI         = -3,  /* the MPI library returned an error */
+    COLLAR_ERR_DEVICE      = -4,  /* a device operation failed */
+    COLLAR_ERR_UNSUPPORTED = -5,  /* not possible with this algorithm */
+    COLLAR_ERR_UNAVAILABLE = -6   /* a backend or feature is absent */
+} collar_status_t;
+
+const char *collar_status_string(collar_status_t status);
+
+/* Evaluate `call`; on error return its status. */
+#define COLLAR_CHECK(call)                                                    \
+    do {                                                                      \
+        collar_status_t collar_check_st_ = (call);                            \
+        if (collar_check_st_ < 0) {                                           \
+            return collar_check_st_;                                          \
+        }                                                                     \
+    } while (0)
+
+/* Evaluate `call` into `status`; on error jump to `label`. */
+#define COLLAR_CHECK_GOTO(call, status, label)                                \
+    do {                                                                      \
+        (status) = (call);                                                    \
+        if ((status) < 0) {                                                   \
+            goto label;                                                       \
+        }                                                                     \
+    } while (0)
+
+/* ------------------------------------------------------------------ logging */
+
+typedef enum {
+    COLLAR_LOG_NONE,
+    COLLAR_LOG_ERROR,
+    COLLAR_LOG_WARN,
+    COLLAR_LOG_INFO,
+    COLLAR_LOG_DEBUG,
+    COLLAR_LOG_TRACE
+} collar_log_level_t;
+
+/* Subsystems, a bit each (COLLAR_LOG_SUBSYS=init,coll,...). */
+enum {
+    COLLAR_SUB_INIT   = 1u << 0,
+    COLLAR_SUB_ENV    = 1u << 1,
+    COLLAR_SUB_TUNING = 1u << 2,
+    COLLAR_SUB_COLL   = 1u << 3,
+    COLLAR_SUB_MEM    = 1u << 4,
+    COLLAR_SUB_STATS  = 1u << 5,
+    COLLAR_SUB_ALL    = (1u << 6) - 1
+};
+
+extern collar_log_level_t collar_log_level;
+extern unsigned           collar_log_subsys;
+
+void collar_log_set_rank(int rank);
+/* Opens COLLAR_LOG_FILE (with %h, %p, %r expanded) once the rank is known. */
+void collar_log_open(const char *pattern);
+void collar_log_close(void);
+void collar_log_write(collar_log_level_t level, unsigned subsys,
+                      const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* Expand %h (host), %p (pid), %r (rank), %% in a file name pattern. */
+void collar_expand_pattern(const char *pattern, int rank, char *out,
+                           size_t outlen);
+/* 1 the first time `key` is seen in this process, 0 afterwards. */
+int collar_log_first(const char *key);
+
+#define collar_log_enabled(level, sub)                                        \
+    ((level) <= collar_log_level && ((sub) & collar_log_subsys))
+
+#define collar_log_(level, sub, ...)                                          \
+    do {                                                                      \
+        if (collar_log_enabled(level, sub)) {                                 \
+            collar_log_write(level, sub, __FILE__, __LINE__, __VA_ARGS__);    \
+        }                                                                     \
+    } while (0)
+
+#define collar_error(sub, ...) collar_log_(COLLAR_LOG_ERROR, COLLAR_SUB_##sub, __VA_ARGS__)
+#define collar_warn(sub, ...)  collar_log_(COLLAR_LOG_WARN,  COLLAR_SUB_##sub, __VA_ARGS__)
+#define collar_info(sub, ...)  collar_log_(COLLAR_LOG_INFO,  COLLAR_SUB_##sub, __VA_ARGS__)
+#define collar_debug(sub, ...) collar_log_(COLLAR_LOG_DEBUG, COLLAR_SUB_##sub, __VA_ARGS__)
+#define collar_trace(sub, ...) collar_log_(COLLAR_LOG_TRACE, COLLAR_SUB_##sub, __VA_ARGS__)
+
+/* ------------------------------------------------------------ configuration */
+
+typedef enum {
+    COLLAR_DEVICE_AUTO,
+    COLLAR_DEVICE_CUDA,
+    COLLAR_DEVICE_SIM,
+    COLLAR_DEVICE_NONE
+} collar_device_kind_t;
+
+/* Allreduce algorithms.  AUTO means "let the rules decide". */
+typedef enum {
+    COLLAR_ALG_AUTO,
+    COLLAR_ALG_NATIVE,
+    COLLAR_ALG_STAGED,
+    COLLAR_ALG_COUNT
+} collar_alg_t;
+
+const char *collar_alg_name(collar_alg_t alg);
+
+/* Every COLLAR_* variable lands in one field here (see config.c's table). */
+typedef struct {
+    int                  disable;
+    collar_log_level_t   log_level;
+    unsigned             log_subsys;
+    char                *log_file;
+    collar_device_kind_t device;
+    collar_alg_t         algorithm;
+    long                 sim_jitter_us;
+    long                 sim_seed;
+    long                 sim_streams;
+    size_t               staging_pool;
+} collar_config_t;
+
+extern collar_config_t collar_cfg;
+
+/*
+ * Parse every COLLAR_* variable of the environment into collar_cfg.  A bad
+ * value is one warning naming the variable and the expected form, and the
+ * default stays; an unknown COLLAR_* name is one warning.  Idempotent.
+ */
+void collar_config_load(void);
+/* The same; quiet != 0 demotes its warnings to debug (ranks other than 0
+ * of MPI_COMM_WORLD, so that a job prints each warning once). */
+void collar_config_load_quiet(int quiet);
+/* Print the table: name, value in force, default, help. */
+void collar_config_print(FILE *out, int markdown);
+
+/* Value parsers, shared by the configuration table and the tools. */
+collar_status_t collar_parse_bool(const char *s, int *out);
+collar_status_t collar_parse_size(const char *s, size_t *out);
+collar_status_t collar_parse_long(const char *s, long min, long max, long *out);
+
+/* ------------------------------------------------------------------ device */
+
+typedef enum {
+    COLLAR_MEM_HOST,
+    COLLAR_MEM_DEVICE,
+    COLLAR_MEM_MANAGED
+} collar_mem_kind_t;
+
+const char *collar_mem_kind_name(collar_mem_kind_t kind);
+
+typedef struct collar_stream collar_stream_t;  /* defined by each backend */
+
+/* Completion of one asynchronous device operation. */
+typedef struct {
+    collar_stream_t *stream;
+    uint64_t         ticket;
+    void            *handle;
+} collar_event_t;
+
+/*
+ * What the schedule engine needs of a device.  Asynchronous operations are
+ * queued on a stream in order and fill `done`, which event_query() polls.
+ */
+typedef struct collar_device {
+    const char *name;
+    /* COLLAR_ERR_UNAVAILABLE when the backend cannot run here. */
+    collar_status_t (*init)(void);
+    void (*finalize)(void);
+    /* Memory kind of the buffer at `ptr`. */
+    collar_status_t (*mem_query)(const void *ptr, collar_mem_kind_t *kind);
+    /* Host memory the device can copy to and from quickly (pinned). */
+    collar_status_t (*host_alloc)(size_t bytes, void **ptr);
+    void (*host_free)(void *ptr);
+    /* Streams are numbered 0 .. nstreams() - 1. */
+    int (*nstreams)(void);
+    collar_status_t (*copy_async)(void *dst, const void *src, size_t bytes,
+                                  int stream, collar_event_t *done);
+    collar_status_t (*reduce_async)(void *inout, const void *in, size_t count,
+                                    collar_dtype_t dt, collar_op_t op,
+                                    int stream, collar_event_t *done);
+    /* COLLAR_OK when complete, COLLAR_INPROGRESS when not, or an error. */
+    collar_status_t (*event_query)(collar_event_t *ev);
+    /* Make later stream work see what the caller queued on the device. */
+    collar_status_t (*order_after_caller)(void);
+} collar_device_t;
+
+/* ----------------------------------------------------- private communicator */
+
+/*
+ * collar's state for a user communicator, cached on it as an attribute and
+ * freed with it: a private duplicate for internal traffic and the counters
+ * that keep concurrent operations apart.
+ */
+typedef struct collar_comm {
+    MPI_Comm private_comm;
+    int      size;
+    int      rank;
+    int      tag_ub;
+    uint64_t next_seq;     /* operations created on this communicator */
+    uint64_t next_ticket;  /* operations with internal collectives */
+    uint64_t coll_turn;    /* ticket whose collectives may be issued now */
+} collar_comm_t;
+
+/* Find or create the state of `comm` (creating is collective over comm). */
+collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state);
+collar_status_t collar_comm_init(void);
+void collar_comm_finalize(void);
+
+/* -------------------------------------------------------------- selection */
+
+typedef enum {
+    COLLAR_COLL_ALLREDUCE
+} collar_coll_t;
+
+/* What all ranks agree on for one call: the input of selection. */
+typedef struct {
+    collar_coll_t     coll;
+    collar_mem_kind_t mem;
+    int               comm_size;
+    size_t            bytes;     /* one rank's contribution: count x size */
+    int               reducible; /* predefined op and type: collar can reduce */
+} collar_select_key_t;
+
+typedef struct {
+    collar_alg_t alg;
+    size_t       chunk;          /* 0: algorithm default */
+    const char  *reason;         /* why: "forced by COLLAR_ALGORITHM", ... */
+} collar_plan_t;
+
+/* A pure function of the key and the configuration. */
+void collar_select(const collar_select_key_t *key, collar_plan_t *plan);
+
+/* ---------------------------------------------------------------- schedule */
+
+typedef enum {
+    COLLAR_STEP_COPY,         /* device copy (either direction) */
+    COLLAR_STEP_DEV_REDUCE,   /* reduction on the device stream */
+    COLLAR_STEP_HOST_REDUCE,  /* reduction on the host, inline */
+    COLLAR_STEP_IALLREDUCE,   /* PMPI_Iallreduce on the private comm */
+    COLLAR_STEP_ISEND,        /* PMPI_Isend on the private comm */
+    COLLAR_STEP_IRECV,        /* PMPI_Irecv on the private comm */
+    COLLAR_STEP_ORDER         /* order after the caller's device work */
+} collar_step_kind_t;
+
+#define COLLAR_STEP_MAX_DEPS 4
+
+typedef struct {
+    collar_step_kind_t kind;
+    uint8_t            state;  /* collar_step_state_t, private to schedule.c */
+    uint8_t            ndeps;
+    int                deps[COLLAR_STEP_MAX_DEPS];
+    union {
+        struct { void *dst; const void *src; size_t bytes; int stream; } copy;
+        struct {
+            void *inout; const void *in; size_t count;
+            collar_dtype_t dt; collar_op_t op; int stream;
+        } reduce;
+        struct {
+            const void *sbuf; void *rbuf; int count;
+            MPI_Datatype dt; MPI_Op op;
+            int ord;  /* set by collar_sched_add: n-th collective step */
+        } allreduce;
+        struct { void *buf; int count; MPI_Datatype dt; int peer; int tag; } p2p;
+    } u;
+    MPI_Request    req;
+    collar_event_t ev;
+} collar_step_t;
+
+typedef struct collar_sched collar_sched_t;
+typedef void (*collar_sched_cleanup_fn_t)(collar_sched_t *s);
+
+struct collar_sched {
+    collar_step_t         *steps;
+    int                    nsteps;
+    int                    cap;
+    int                    ndone;
+    int                    first_open;   /* steps below are all done */
+    int                    ncoll;        /* collective steps in the schedule */
+    int                    coll_issued;  /* collective steps issued so far */
+    int                    nactive;      /* steps issued, not yet complete */
+    collar_comm_t         *comm;
+    uint64_t               seq;          /* tags: per-communicator number */
+    uint64_t               ticket;       /* order of internal collectives */
+    int                    started;
+    int                    turn_done;    /* passed coll_turn on */
+    const collar_device_t *dev;
+    collar_status_t        status;       /* first error, or OK */
+    int                    mpi_error;    /* MPI error code of that error */
+    int                    finished;
+    /* Buffers from the staging pool, released by collar_sched_destroy. */
+    void                  *staging[4];
+    size_t                 staging_len[4];
+    int                    nstaging;
+    /* Bookkeeping owned by the layer that runs it. */
+    collar_sched_t        *next;
+    void                  *owner;
+};
+
+/* An empty schedule for an operation on `comm` (takes the next seq). */
+collar_status_t collar_sched_create(collar_comm_t *comm,
+                                    const collar_device_t *dev,
+                                    collar_sched_t **sched);
+void collar_sched_destroy(collar_sched_t *s);
+/* Append a step; returns its index in *index (for dependencies). */
+collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
+                                 int *index);
+/* A staging buffer owned by the schedule (freed with it). */
+collar_status_t collar_sched_staging(collar_sched_t *s, size_t bytes,
+                                     void **ptr);
+/*
+ * Mark the schedule complete to build: from here its internal collectives
+ * take their turn on the communicator, in the order schedules were started,
+ * so that every rank issues them in the same order whatever order the
+ * application waits in.
+ */
+void collar_sched_start(collar_sched_t *s);
+/*
+ * Advance: issue every step whose dependencies are done, complete what has
+ * completed.  Returns COLLAR_OK when the schedule is finished (successfully
+ * or not: see s->status), COLLAR_INPROGRESS otherwise.
+ */
+collar_status_t collar_sched_progress(collar_sched_t *s);
+
+/* Staging pool (pinned host memory from the device), bounded and reused. */
+collar_status_t collar_pool_get(const collar_device_t *dev, size_t bytes,
+                                void **ptr);
+void collar_pool_put(const collar_device_t *dev, void *ptr, size_t bytes);
+void collar_pool_release_all(void);
+
+#endif /* COLLAR_CORE_H */

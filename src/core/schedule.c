@@ -1,0 +1,309 @@
+/*
+ * collar - the schedule engine.
+ *
+ * An algorithm is a schedule: a typed array of steps, each with up to
+ * COLLAR_STEP_MAX_DEPS dependencies on earlier steps.  Progress issues every
+ * step whose dependencies are done and polls the ones in flight (device
+ * events, PMPI requests).  A blocking call progresses its schedule until it
+ * finishes; a nonblocking one hands back a request and is progressed from
+ * the application's MPI_Wait* / MPI_Test* calls.
+ *
+ * Collective steps (PMPI_Iallreduce on the private communicator) must be
+ * issued in the same order on every rank.  Within a schedule they are issued
+ * in the order they were added; across schedules on one communicator, in the
+ * order the schedules were started (the communicator's coll_turn).
+ *
+ * On the first failing step the schedule stops issuing, waits for what is in
+ * flight (buffers must not be released under a pending copy or message), and
+ * finishes with that step's error.
+ */
+#include "config.h"
+#include "core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { STEP_PENDING, STEP_ACTIVE, STEP_DONE };
+
+collar_status_t collar_sched_create(collar_comm_t *comm,
+                                    const collar_device_t *dev,
+                                    collar_sched_t **sched)
+{
+    collar_sched_t *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    s->comm = comm;
+    s->dev = dev;
+    s->seq = comm->next_seq++;
+    s->mpi_error = MPI_SUCCESS;
+    *sched = s;
+    return COLLAR_OK;
+}
+
+void collar_sched_destroy(collar_sched_t *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    for (int i = 0; i < s->nstaging; i++) {
+        collar_pool_put(s->dev, s->staging[i], s->staging_len[i]);
+    }
+    free(s->steps);
+    free(s);
+}
+
+collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
+                                 int *index)
+{
+    if (s->started || step->ndeps > COLLAR_STEP_MAX_DEPS) {
+        return COLLAR_ERR_INVALID;
+    }
+    for (int d = 0; d < step->ndeps; d++) {
+        if (step->deps[d] < 0 || step->deps[d] >= s->nsteps) {
+            return COLLAR_ERR_INVALID;  /* only earlier steps */
+        }
+    }
+    if (s->nsteps == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 8;
+        collar_step_t *steps = realloc(s->steps, (size_t)cap * sizeof(*steps));
+        if (steps == NULL) {
+            return COLLAR_ERR_NO_MEMORY;
+        }
+        s->steps = steps;
+        s->cap = cap;
+    }
+    collar_step_t *t = &s->steps[s->nsteps];
+    *t = *step;
+    t->state = STEP_PENDING;
+    t->req = MPI_REQUEST_NULL;
+    memset(&t->ev, 0, sizeof(t->ev));
+    if (t->kind == COLLAR_STEP_IALLREDUCE) {
+        t->u.allreduce.ord = s->ncoll++;
+    }
+    if (index != NULL) {
+        *index = s->nsteps;
+    }
+    s->nsteps++;
+    return COLLAR_OK;
+}
+
+collar_status_t collar_sched_staging(collar_sched_t *s, size_t bytes, void **ptr)
+{
+    if (s->nstaging == (int)(sizeof(s->staging) / sizeof(s->staging[0]))) {
+        return COLLAR_ERR_INVALID;
+    }
+    COLLAR_CHECK(collar_pool_get(s->dev, bytes, ptr));
+    s->staging[s->nstaging] = *ptr;
+    s->staging_len[s->nstaging] = bytes;
+    s->nstaging++;
+    return COLLAR_OK;
+}
+
+void collar_sched_start(collar_sched_t *s)
+{
+    s->started = 1;
+    if (s->ncoll > 0) {
+        s->ticket = s->comm->next_ticket++;
+    } else {
+        s->turn_done = 1;  /* takes no turn */
+    }
+}
+
+/* Record the first error; later ones are consequences. */
+static void sched_fail(collar_sched_t *s, collar_status_t st, int mpi_error)
+{
+    if (s->status == COLLAR_OK) {
+        s->status = st;
+        s->mpi_error = mpi_error != MPI_SUCCESS ? mpi_error : MPI_ERR_OTHER;
+    }
+}
+
+static void pass_turn(collar_sched_t *s)
+{
+    if (!s->turn_done && s->comm->coll_turn == s->ticket) {
+        s->comm->coll_turn++;
+        s->turn_done = 1;
+    }
+}
+
+static int deps_done(const collar_sched_t *s, const collar_step_t *t)
+{
+    for (int d = 0; d < t->ndeps; d++) {
+        if (s->steps[t->deps[d]].state != STEP_DONE) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static const char *step_name(collar_step_kind_t kind)
+{
+    switch (kind) {
+    case COLLAR_STEP_COPY:        return "device copy";
+    case COLLAR_STEP_DEV_REDUCE:  return "device reduction";
+    case COLLAR_STEP_HOST_REDUCE: return "host reduction";
+    case COLLAR_STEP_IALLREDUCE:  return "internal allreduce";
+    case COLLAR_STEP_ISEND:       return "internal send";
+    case COLLAR_STEP_IRECV:       return "internal receive";
+    case COLLAR_STEP_ORDER:       return "device ordering";
+    }
+    return "step";
+}
+
+/* Start step `t`.  Returns OK (now active or already done), INPROGRESS
+ * (must wait for its turn) or an error. */
+static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t)
+{
+    const collar_device_t *dev = s->dev;
+    collar_status_t st;
+    int rc;
+
+    switch (t->kind) {
+    case COLLAR_STEP_COPY:
+        st = dev->copy_async(t->u.copy.dst, t->u.copy.src, t->u.copy.bytes,
+                             t->u.copy.stream, &t->ev);
+        if (st < 0) {
+            return st;
+        }
+        t->state = STEP_ACTIVE;
+        return COLLAR_OK;
+    case COLLAR_STEP_DEV_REDUCE:
+        st = dev->reduce_async(t->u.reduce.inout, t->u.reduce.in,
+                               t->u.reduce.count, t->u.reduce.dt,
+                               t->u.reduce.op, t->u.reduce.stream, &t->ev);
+        if (st < 0) {
+            return st;
+        }
+        t->state = STEP_ACTIVE;
+        return COLLAR_OK;
+    case COLLAR_STEP_HOST_REDUCE:
+        if (collar_reduce_host(t->u.reduce.inout, t->u.reduce.in,
+                               t->u.reduce.count, t->u.reduce.dt,
+                               t->u.reduce.op) != 0) {
+            return COLLAR_ERR_UNSUPPORTED;
+        }
+        t->state = STEP_DONE;
+        return COLLAR_OK;
+    case COLLAR_STEP_ORDER:
+        COLLAR_CHECK(dev->order_after_caller());
+        t->state = STEP_DONE;
+        return COLLAR_OK;
+    case COLLAR_STEP_IALLREDUCE:
+        if (s->comm->coll_turn != s->ticket || t->u.allreduce.ord != s->coll_issued) {
+            return COLLAR_INPROGRESS;
+        }
+        rc = PMPI_Iallreduce(t->u.allreduce.sbuf, t->u.allreduce.rbuf,
+                             t->u.allreduce.count, t->u.allreduce.dt,
+                             t->u.allreduce.op, s->comm->private_comm, &t->req);
+        if (rc != MPI_SUCCESS) {
+            s->mpi_error = rc;
+            return COLLAR_ERR_MPI;
+        }
+        if (++s->coll_issued == s->ncoll) {
+            pass_turn(s);
+        }
+        t->state = STEP_ACTIVE;
+        return COLLAR_OK;
+    case COLLAR_STEP_ISEND:
+    case COLLAR_STEP_IRECV:
+        if (t->kind == COLLAR_STEP_ISEND) {
+            rc = PMPI_Isend(t->u.p2p.buf, t->u.p2p.count, t->u.p2p.dt,
+                            t->u.p2p.peer, t->u.p2p.tag, s->comm->private_comm,
+                            &t->req);
+        } else {
+            rc = PMPI_Irecv(t->u.p2p.buf, t->u.p2p.count, t->u.p2p.dt,
+                            t->u.p2p.peer, t->u.p2p.tag, s->comm->private_comm,
+                            &t->req);
+        }
+        if (rc != MPI_SUCCESS) {
+            s->mpi_error = rc;
+            return COLLAR_ERR_MPI;
+        }
+        t->state = STEP_ACTIVE;
+        return COLLAR_OK;
+    }
+    return COLLAR_ERR_INVALID;
+}
+
+/* Poll an active step.  OK: it completed (or failed: see s->status). */
+static collar_status_t step_test(collar_sched_t *s, collar_step_t *t)
+{
+    if (t->kind == COLLAR_STEP_COPY || t->kind == COLLAR_STEP_DEV_REDUCE) {
+        collar_status_t st = s->dev->event_query(&t->ev);
+        if (st == COLLAR_INPROGRESS) {
+            return COLLAR_INPROGRESS;
+        }
+        if (st < 0) {
+            collar_error(COLL, "%s of schedule %llu failed: %s", step_name(t->kind),
+                         (unsigned long long)s->seq, collar_status_string(st));
+            sched_fail(s, st, MPI_ERR_OTHER);
+        }
+        return COLLAR_OK;
+    }
+    int flag = 0;
+    int rc = PMPI_Test(&t->req, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+        collar_error(COLL, "%s of schedule %llu failed (MPI error %d)",
+                     step_name(t->kind), (unsigned long long)s->seq, rc);
+        sched_fail(s, COLLAR_ERR_MPI, rc);
+        return COLLAR_OK;
+    }
+    return flag ? COLLAR_OK : COLLAR_INPROGRESS;
+}
+
+collar_status_t collar_sched_progress(collar_sched_t *s)
+{
+    if (s->finished) {
+        return COLLAR_OK;
+    }
+    int changed;
+    do {
+        changed = 0;
+        int all_done_below = 1;
+        for (int i = s->first_open; i < s->nsteps; i++) {
+            collar_step_t *t = &s->steps[i];
+            if (t->state == STEP_ACTIVE) {
+                if (step_test(s, t) == COLLAR_OK) {
+                    t->state = STEP_DONE;
+                    s->nactive--;
+                    s->ndone++;
+                    changed = 1;
+                }
+            } else if (t->state == STEP_PENDING && s->status == COLLAR_OK
+                       && deps_done(s, t)) {
+                collar_status_t st = step_issue(s, t);
+                if (st < 0) {
+                    collar_error(COLL, "cannot start %s of schedule %llu: %s",
+                                 step_name(t->kind), (unsigned long long)s->seq,
+                                 collar_status_string(st));
+                    sched_fail(s, st, s->mpi_error);
+                } else if (st == COLLAR_OK) {
+                    changed = 1;
+                    if (t->state == STEP_DONE) {
+                        s->ndone++;
+                    } else {
+                        s->nactive++;
+                    }
+                }
+            }
+            if (t->state != STEP_DONE && all_done_below) {
+                s->first_open = i;
+                all_done_below = 0;
+            }
+        }
+        if (all_done_below) {
+            s->first_open = s->nsteps;
+        }
+    } while (changed && s->ndone < s->nsteps);
+
+    if (s->status != COLLAR_OK) {
+        pass_turn(s);  /* never block the schedules behind this one */
+    }
+    if (s->turn_done && s->nactive == 0
+        && (s->ndone == s->nsteps || s->status != COLLAR_OK)) {
+        s->finished = 1;
+        return COLLAR_OK;
+    }
+    return COLLAR_INPROGRESS;
+}

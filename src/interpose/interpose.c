@@ -1,0 +1,387 @@
+/*
+ * collar - the exported MPI_* symbols.
+ *
+ * Through the MPI profiling interface: each wrapper does its part and calls
+ * the PMPI_* entry point of the MPI library.  Before MPI_Init, after
+ * MPI_Finalize, under COLLAR_DISABLE=1 and in a process that never calls MPI
+ * (mpirun itself, a shell), every call goes straight to the MPI library.
+ */
+#include "config.h"
+#include "interpose.h"
+#include "collar.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { STATE_OFF, STATE_ACTIVE, STATE_DISABLED, STATE_FINALIZED };
+
+static int state = STATE_OFF;
+/* Host buffers only and nothing forced: every allreduce is native. */
+static int pass_all;
+static const collar_device_t *dev = &collar_device_none;
+
+COLLAR_EXPORT const char *collar_version(void)
+{
+    return PACKAGE_VERSION;
+}
+
+COLLAR_EXPORT int collar_active(void)
+{
+    return state == STATE_ACTIVE;
+}
+
+/* ------------------------------------------------------ start-up, shut-down */
+
+static void collar_startup(void)
+{
+    int rank = 0, size = 1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    collar_log_set_rank(rank);
+    /* Disabled means silent: decided before the configuration is read (and
+     * logged).  A malformed COLLAR_DISABLE is reported by the table below. */
+    const char *disable = getenv("COLLAR_DISABLE");
+    int off = 0;
+    if (disable != NULL && collar_parse_bool(disable, &off) == COLLAR_OK && off) {
+        state = STATE_DISABLED;
+        return;
+    }
+    collar_config_load_quiet(rank != 0);
+    collar_log_open(collar_cfg.log_file);
+    if (collar_comm_init() != COLLAR_OK) {
+        state = STATE_DISABLED;
+        collar_warn(INIT, "collar cannot start; every call passes through");
+        return;
+    }
+    dev = collar_device_open(collar_cfg.device);
+    pass_all = dev == &collar_device_none && collar_cfg.algorithm == COLLAR_ALG_AUTO;
+    state = STATE_ACTIVE;
+    if (rank == 0) {
+        collar_info(INIT, "collar %s active: %d ranks, device %s, algorithm %s",
+                    PACKAGE_VERSION, size, dev->name,
+                    collar_alg_name(collar_cfg.algorithm));
+    }
+}
+
+static void collar_shutdown(void)
+{
+    if (state != STATE_ACTIVE) {
+        state = STATE_FINALIZED;
+        return;
+    }
+    collar_run_drain();
+    collar_comm_finalize();
+    collar_pool_release_all();
+    collar_device_close();
+    state = STATE_FINALIZED;
+    collar_log_close();
+}
+
+COLLAR_EXPORT int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    if (rc == MPI_SUCCESS) {
+        collar_startup();
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required,
+                                  int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (rc == MPI_SUCCESS) {
+        collar_startup();
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Finalize(void)
+{
+    collar_shutdown();
+    return PMPI_Finalize();
+}
+
+/* ---------------------------------------------------------------- allreduce */
+
+/* "1 MiB", "64 KiB", "12 B": the power-of-two range a size falls in. */
+static void size_range(size_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    size_t low = 1;
+    while (low <= bytes / 2) {
+        low *= 2;
+    }
+    if (bytes == 0) {
+        low = 0;
+    }
+    int u = 0;
+    size_t v = low;
+    while (v >= 1024 && v % 1024 == 0 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%zu %s", v, units[u]);
+}
+
+/* Say which algorithm runs, once per (ranks, size range, memory, algorithm):
+ * from rank 0 of the communicator (all ranks choose alike), or from every
+ * rank at debug level. */
+static void log_choice(MPI_Comm comm, const collar_select_key_t *key,
+                       const collar_plan_t *plan)
+{
+    if (!collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL)) {
+        return;
+    }
+    int rank = 0;
+    PMPI_Comm_rank(comm, &rank);
+    if (rank != 0 && !collar_log_enabled(COLLAR_LOG_DEBUG, COLLAR_SUB_COLL)) {
+        return;
+    }
+    char range[32];
+    size_range(key->bytes, range, sizeof(range));
+    char once[128];
+    snprintf(once, sizeof(once), "choice %d %s %d %d", key->comm_size, range,
+             (int)key->mem, (int)plan->alg);
+    if (collar_log_first(once)) {
+        collar_info(COLL, "allreduce %d ranks %s+ %s: %s (%s)", key->comm_size,
+                    range, collar_mem_kind_name(key->mem),
+                    collar_alg_name(plan->alg), plan->reason);
+    }
+}
+
+/* What the MPI library would do: for calls collar does not take over, and
+ * for bad arguments, so that errors are the MPI library's own. */
+static int pass_through(const void *sbuf, void *rbuf, int count,
+                        MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                        MPI_Request *request)
+{
+    if (request != NULL) {
+        return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
+    }
+    return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
+}
+
+int collar_allreduce(const void *sbuf, void *rbuf, int count,
+                     MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                     MPI_Request *request)
+{
+    int inter = 0;
+    if (comm == MPI_COMM_NULL || count <= 0 || dtype == MPI_DATATYPE_NULL
+        || op == MPI_OP_NULL || rbuf == MPI_IN_PLACE
+        || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
+        return pass_through(sbuf, rbuf, count, dtype, op, comm, request);
+    }
+
+    collar_call_t call = {
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
+        .comm = comm, .in_place = sbuf == MPI_IN_PLACE,
+    };
+    collar_mem_kind_t rkind, skind = COLLAR_MEM_HOST;
+    if (collar_mem_classify(dev, rbuf, &rkind) != COLLAR_OK
+        || (!call.in_place && collar_mem_classify(dev, sbuf, &skind) != COLLAR_OK)
+        || collar_call_describe(&call) != COLLAR_OK) {
+        return pass_through(sbuf, rbuf, count, dtype, op, comm, request);
+    }
+    call.mem = (rkind != COLLAR_MEM_HOST || skind != COLLAR_MEM_HOST)
+               ? COLLAR_MEM_DEVICE : COLLAR_MEM_HOST;
+
+    collar_select_key_t key = {
+        .coll = COLLAR_COLL_ALLREDUCE,
+        .mem = call.mem,
+        .bytes = call.bytes,
+        .reducible = call.cdt != COLLAR_DT_NONE && call.cop != COLLAR_OP_NONE
+                     && collar_reduce_supported(call.cdt, call.cop),
+    };
+    PMPI_Comm_size(comm, &key.comm_size);
+    collar_plan_t plan;
+    collar_select(&key, &plan);
+    log_choice(comm, &key, &plan);
+
+    collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
+    if (build == NULL) {
+        return pass_through(sbuf, rbuf, count, dtype, op, comm, request);
+    }
+
+    collar_comm_t *cstate;
+    collar_sched_t *s = NULL;
+    collar_status_t st = collar_comm_get(comm, &cstate);
+    if (st == COLLAR_OK) {
+        st = collar_sched_create(cstate, dev, &s);
+    }
+    if (st == COLLAR_OK) {
+        st = build(&call, &plan, s);
+    }
+    if (st != COLLAR_OK) {
+        /* Nothing was issued yet: all ranks fail the same way only if the
+         * cause is shared, so report rather than silently diverge. */
+        collar_error(COLL, "cannot run allreduce with %s: %s",
+                     collar_alg_name(plan.alg), collar_status_string(st));
+        collar_sched_destroy(s);
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+        return MPI_ERR_OTHER;
+    }
+    collar_sched_start(s);
+
+    if (request != NULL) {
+        st = collar_run_nonblocking(s, request);
+        if (st != COLLAR_OK) {
+            /* The schedule is started: run it so that the other ranks,
+             * which issue their side, are not left waiting. */
+            collar_error(COLL, "cannot create the request of a nonblocking "
+                         "allreduce: %s; completing it before returning",
+                         collar_status_string(st));
+            collar_run_blocking(s);
+            collar_sched_destroy(s);
+            PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+            return MPI_ERR_OTHER;
+        }
+        return MPI_SUCCESS;
+    }
+
+    collar_run_blocking(s);
+    int rc = s->status == COLLAR_OK ? MPI_SUCCESS : s->mpi_error;
+    collar_sched_destroy(s);
+    if (rc != MPI_SUCCESS) {
+        PMPI_Comm_call_errhandler(comm, rc);
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Allreduce(const void *sbuf, void *rbuf, int count,
+                                MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)
+{
+    if (state != STATE_ACTIVE || pass_all) {
+        return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
+    }
+    return collar_allreduce(sbuf, rbuf, count, dtype, op, comm, NULL);
+}
+
+COLLAR_EXPORT int MPI_Iallreduce(const void *sbuf, void *rbuf, int count,
+                                 MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                                 MPI_Request *request)
+{
+    if (state != STATE_ACTIVE || pass_all || request == NULL) {
+        return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
+    }
+    return collar_allreduce(sbuf, rbuf, count, dtype, op, comm, request);
+}
+
+/* ------------------------------------------------- completion and progress */
+
+/*
+ * While collar has operations outstanding, a wait becomes a loop of progress
+ * and the matching test, so that collar's schedules advance while the
+ * application waits (for them or for anything else).  With nothing
+ * outstanding, the MPI library's own wait runs.
+ */
+static void wait_pause(unsigned *spins)
+{
+    if (++*spins > 64) {
+        sched_yield();
+    }
+}
+
+COLLAR_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+    unsigned spins = 0;
+    for (;;) {
+        if (!collar_progress_all()) {
+            return PMPI_Wait(request, status);
+        }
+        int flag = 0;
+        int rc = PMPI_Test(request, &flag, status);
+        if (rc != MPI_SUCCESS || flag) {
+            return rc;
+        }
+        wait_pause(&spins);
+    }
+}
+
+COLLAR_EXPORT int MPI_Waitall(int count, MPI_Request requests[],
+                              MPI_Status statuses[])
+{
+    unsigned spins = 0;
+    for (;;) {
+        if (!collar_progress_all()) {
+            return PMPI_Waitall(count, requests, statuses);
+        }
+        int flag = 0;
+        int rc = PMPI_Testall(count, requests, &flag, statuses);
+        if (rc != MPI_SUCCESS || flag) {
+            return rc;
+        }
+        wait_pause(&spins);
+    }
+}
+
+COLLAR_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int *index,
+                              MPI_Status *status)
+{
+    unsigned spins = 0;
+    for (;;) {
+        if (!collar_progress_all()) {
+            return PMPI_Waitany(count, requests, index, status);
+        }
+        int flag = 0;
+        int rc = PMPI_Testany(count, requests, index, &flag, status);
+        if (rc != MPI_SUCCESS || flag) {
+            return rc;
+        }
+        wait_pause(&spins);
+    }
+}
+
+COLLAR_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[],
+                               int *outcount, int indices[],
+                               MPI_Status statuses[])
+{
+    unsigned spins = 0;
+    for (;;) {
+        if (!collar_progress_all()) {
+            return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+        }
+        int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
+        if (rc != MPI_SUCCESS || *outcount != 0) {
+            return rc;
+        }
+        wait_pause(&spins);
+    }
+}
+
+COLLAR_EXPORT int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+    collar_progress_all();
+    return PMPI_Test(request, flag, status);
+}
+
+COLLAR_EXPORT int MPI_Testall(int count, MPI_Request requests[], int *flag,
+                              MPI_Status statuses[])
+{
+    collar_progress_all();
+    return PMPI_Testall(count, requests, flag, statuses);
+}
+
+COLLAR_EXPORT int MPI_Testany(int count, MPI_Request requests[], int *index,
+                              int *flag, MPI_Status *status)
+{
+    collar_progress_all();
+    return PMPI_Testany(count, requests, index, flag, status);
+}
+
+COLLAR_EXPORT int MPI_Testsome(int incount, MPI_Request requests[],
+                               int *outcount, int indices[],
+                               MPI_Status statuses[])
+{
+    collar_progress_all();
+    return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+}
+
+COLLAR_EXPORT int MPI_Request_get_status(MPI_Request request, int *flag,
+                                         MPI_Status *status)
+{
+    collar_progress_all();
+    return PMPI_Request_get_status(request, flag, status);
+}

@@ -1,0 +1,28 @@
+/*
+ * collar - interposition layer: the exported MPI_* symbols, the start-up and
+ * shut-down of collar around MPI_Init / MPI_Finalize, and the progress of
+ * outstanding schedules from the application's MPI_Wait* / MPI_Test* calls.
+ */
+#ifndef COLLAR_INTERPOSE_H
+#define COLLAR_INTERPOSE_H
+
+#include "../algo/algo.h"
+#include "../mem/mem.h"
+
+#define COLLAR_EXPORT __attribute__((visibility("default")))
+
+/* Run an allreduce through collar.  request == NULL: blocking. */
+int collar_allreduce(const void *sbuf, void *rbuf, int count,
+                     MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                     MPI_Request *request);
+
+/* Advance every outstanding schedule once; nonzero if any is outstanding. */
+int collar_progress_all(void);
+/* Run a started schedule to completion; returns its final status. */
+collar_status_t collar_run_blocking(collar_sched_t *s);
+/* Hand a started schedule to progress behind a new generalized request. */
+collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Request *request);
+/* Progress until nothing is outstanding (MPI_Finalize). */
+void collar_run_drain(void);
+
+#endif /* COLLAR_INTERPOSE_H */

@@ -1,0 +1,185 @@
+/*
+ * collar - outstanding operations and their progress.
+ *
+ * Every running schedule (blocking or not) is on one list, in start order.
+ * Whichever thread enters collar's progress advances all of them, under one
+ * lock, so that internal collectives are issued in start order per
+ * communicator on every rank.  A finished nonblocking operation completes its
+ * generalized request; a finished blocking one is picked up by its caller.
+ *
+ * Progress comes from the MPI_Wait* / MPI_Test* wrappers: a schedule whose
+ * copy has landed issues its PMPI_Iallreduce the next time the application
+ * enters one of them.
+ */
+#include "config.h"
+#include "interpose.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* The state behind a generalized request.  Two references: the schedule's
+ * (dropped when it completes the request) and MPI's (dropped in free_fn). */
+typedef struct {
+    atomic_int  refs;
+    int         error;
+    MPI_Request request;
+} greq_state_t;
+
+static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
+static collar_sched_t *run_head;
+static collar_sched_t *run_tail;
+static atomic_int      run_count;
+
+static void greq_release(greq_state_t *g)
+{
+    if (atomic_fetch_sub(&g->refs, 1) == 1) {
+        free(g);
+    }
+}
+
+static int greq_query_fn(void *extra, MPI_Status *status)
+{
+    greq_state_t *g = extra;
+    PMPI_Status_set_elements(status, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    status->MPI_ERROR = g->error;
+    return g->error;
+}
+
+static int greq_free_fn(void *extra)
+{
+    greq_release(extra);
+    return MPI_SUCCESS;
+}
+
+static int greq_cancel_fn(void *extra, int complete)
+{
+    /* A collective cannot be cancelled; the request completes normally. */
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+/* Called with prog_lock held. */
+static void run_remove(collar_sched_t *s)
+{
+    collar_sched_t **pp = &run_head;
+    collar_sched_t *prev = NULL;
+    while (*pp != NULL && *pp != s) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    if (*pp == NULL) {
+        return;
+    }
+    *pp = s->next;
+    if (run_tail == s) {
+        run_tail = prev;
+    }
+    s->next = NULL;
+    atomic_fetch_sub(&run_count, 1);
+}
+
+/* Called with prog_lock held: a finished nonblocking schedule completes its
+ * request and goes away; a blocking one stays for its caller. */
+static void run_finish(collar_sched_t *s)
+{
+    run_remove(s);
+    greq_state_t *g = s->owner;
+    if (g == NULL) {
+        return;
+    }
+    g->error = s->status == COLLAR_OK ? MPI_SUCCESS : s->mpi_error;
+    collar_sched_destroy(s);
+    PMPI_Grequest_complete(g->request);
+    greq_release(g);
+}
+
+static void progress_locked(void)
+{
+    collar_sched_t *s = run_head;
+    while (s != NULL) {
+        collar_sched_t *next = s->next;
+        if (collar_sched_progress(s) == COLLAR_OK) {
+            run_finish(s);
+        }
+        s = next;
+    }
+}
+
+int collar_progress_all(void)
+{
+    if (atomic_load_explicit(&run_count, memory_order_relaxed) == 0) {
+        return 0;
+    }
+    pthread_mutex_lock(&prog_lock);
+    progress_locked();
+    pthread_mutex_unlock(&prog_lock);
+    return 1;
+}
+
+/* Put a started schedule on the list and give it a first push. */
+static void run_add(collar_sched_t *s)
+{
+    pthread_mutex_lock(&prog_lock);
+    s->next = NULL;
+    if (run_tail != NULL) {
+        run_tail->next = s;
+    } else {
+        run_head = s;
+    }
+    run_tail = s;
+    atomic_fetch_add(&run_count, 1);
+    progress_locked();
+    pthread_mutex_unlock(&prog_lock);
+}
+
+collar_status_t collar_run_blocking(collar_sched_t *s)
+{
+    run_add(s);
+    for (unsigned spins = 0;; spins++) {
+        pthread_mutex_lock(&prog_lock);
+        if (!s->finished) {
+            progress_locked();
+        }
+        int done = s->finished;
+        pthread_mutex_unlock(&prog_lock);
+        if (done) {
+            return s->status;
+        }
+        if (spins > 64) {
+            sched_yield();
+        }
+    }
+}
+
+collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Request *request)
+{
+    greq_state_t *g = malloc(sizeof(*g));
+    if (g == NULL) {
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    atomic_init(&g->refs, 2);
+    g->error = MPI_SUCCESS;
+    int rc = PMPI_Grequest_start(greq_query_fn, greq_free_fn, greq_cancel_fn, g,
+                                 request);
+    if (rc != MPI_SUCCESS) {
+        free(g);
+        return COLLAR_ERR_MPI;
+    }
+    g->request = *request;
+    s->owner = g;
+    run_add(s);
+    return COLLAR_OK;
+}
+
+void collar_run_drain(void)
+{
+    while (collar_progress_all()) {
+        sched_yield();
+    }
+}

@@ -1,0 +1,53 @@
+/* collar - choosing and opening the device backend. */
+#include "config.h"
+#include "mem.h"
+
+static const collar_device_t *current = &collar_device_none;
+
+const collar_device_t *collar_device_current(void)
+{
+    return current;
+}
+
+const char *collar_device_builtin(void)
+{
+    return "none sim";
+}
+
+const collar_device_t *collar_device_open(collar_device_kind_t kind)
+{
+    const collar_device_t *dev = &collar_device_none;
+    switch (kind) {
+    case COLLAR_DEVICE_AUTO:
+        /* The CUDA backend is not built yet: auto means none. */
+        dev = &collar_device_none;
+        break;
+    case COLLAR_DEVICE_CUDA:
+        collar_warn(MEM, "COLLAR_DEVICE=cuda: the cuda backend is not built into "
+                    "this library; running without a device (none)");
+        dev = &collar_device_none;
+        break;
+    case COLLAR_DEVICE_SIM:
+        dev = &collar_device_sim;
+        break;
+    case COLLAR_DEVICE_NONE:
+        dev = &collar_device_none;
+        break;
+    }
+    collar_status_t st = dev->init();
+    if (st != COLLAR_OK) {
+        collar_warn(MEM, "device backend %s is unavailable (%s); running without "
+                    "a device (none)", dev->name, collar_status_string(st));
+        dev = &collar_device_none;
+        dev->init();
+    }
+    collar_debug(MEM, "device backend: %s", dev->name);
+    current = dev;
+    return dev;
+}
+
+void collar_device_close(void)
+{
+    current->finalize();
+    current = &collar_device_none;
+}

@@ -1,0 +1,41 @@
+/*
+ * collar - memory and device layer: the device backends behind the
+ * collar_device_t interface (declared in core.h) and memory-kind
+ * classification of user buffers.
+ *
+ * Backends:
+ *   none  no device; every buffer is host memory; copies are memcpy.
+ *   sim   host memory that behaves like a device: every user buffer counts as
+ *         device memory, copies and reductions run asynchronously on a worker
+ *         thread per stream, events complete when the worker reaches them.
+ *   cuda  (when built with CUDA) the real one.
+ */
+#ifndef COLLAR_MEM_H
+#define COLLAR_MEM_H
+
+#include "../core/core.h"
+
+extern const collar_device_t collar_device_none;
+extern const collar_device_t collar_device_sim;
+
+/*
+ * Open the backend for COLLAR_DEVICE: auto picks cuda when it is built and a
+ * GPU is usable, else none; an explicit choice that is unavailable falls back
+ * to none with a warning.  Never fails.
+ */
+const collar_device_t *collar_device_open(collar_device_kind_t kind);
+void collar_device_close(void);
+/* The open backend (none before collar_device_open). */
+const collar_device_t *collar_device_current(void);
+/* Names of the backends built into this library, e.g. "none sim". */
+const char *collar_device_builtin(void);
+
+/* Memory kind of a user buffer, as the open backend sees it. */
+static inline collar_status_t collar_mem_classify(const collar_device_t *dev,
+                                                  const void *ptr,
+                                                  collar_mem_kind_t *kind)
+{
+    return dev->mem_query(ptr, kind);
+}
+
+#endif /* COLLAR_MEM_H */

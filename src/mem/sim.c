@@ -1,0 +1,290 @@
+/*
+ * collar - the `sim` device backend.
+ *
+ * Host memory that behaves like a device, so that every device code path of
+ * collar runs (and is tested) on a machine without a GPU:
+ *   - every user buffer counts as device memory;
+ *   - copies and reductions are queued on a stream and executed, in order, by
+ *     that stream's worker thread; an event completes when the worker has
+ *     finished the operation it was recorded for;
+ *   - COLLAR_SIM_JITTER adds a random delay before each operation, so that a
+ *     schedule that reads a buffer before waiting for the copy into it reads
+ *     stale bytes, and the tests catch it.
+ * Worker threads start on the first operation, so a process that never
+ * stages anything never has them.
+ */
+#include "config.h"
+#include "mem.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SIM_MAX_STREAMS 16
+
+typedef enum { SIM_COPY, SIM_REDUCE } sim_kind_t;
+
+typedef struct sim_op {
+    struct sim_op *next;
+    sim_kind_t     kind;
+    uint64_t       ticket;
+    void          *dst;
+    const void    *src;
+    size_t         bytes;   /* SIM_COPY */
+    size_t         count;   /* SIM_REDUCE */
+    collar_dtype_t dt;
+    collar_op_t    op;
+} sim_op_t;
+
+struct collar_stream {
+    pthread_t        thread;
+    pthread_mutex_t  lock;
+    pthread_cond_t   cond;
+    sim_op_t        *head;
+    sim_op_t        *tail;
+    uint64_t         enqueued;     /* tickets handed out (under lock) */
+    _Atomic uint64_t completed;    /* last ticket finished */
+    int              stop;
+    unsigned         rng;
+};
+
+static struct collar_stream sim_streams[SIM_MAX_STREAMS];
+static int                  sim_nstreams;
+static int                  sim_started;
+static pthread_mutex_t      sim_start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void sim_jitter(struct collar_stream *s)
+{
+    long max_us = collar_cfg.sim_jitter_us;
+    if (max_us <= 0) {
+        return;
+    }
+    long us = (long)(rand_r(&s->rng) % (max_us + 1));
+    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+    nanosleep(&ts, NULL);
+}
+
+static void *sim_worker(void *arg)
+{
+    struct collar_stream *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (s->head == NULL && !s->stop) {
+            pthread_cond_wait(&s->cond, &s->lock);
+        }
+        if (s->head == NULL) {
+            break;  /* stopped and drained */
+        }
+        sim_op_t *op = s->head;
+        s->head = op->next;
+        if (s->head == NULL) {
+            s->tail = NULL;
+        }
+        pthread_mutex_unlock(&s->lock);
+
+        sim_jitter(s);
+        if (op->kind == SIM_COPY) {
+            if (op->bytes != 0 && op->dst != op->src) {
+                memmove(op->dst, op->src, op->bytes);
+            }
+        } else {
+            /* The pair was checked by sim_reduce_async: this cannot fail. */
+            (void)collar_reduce_host(op->dst, op->src, op->count, op->dt, op->op);
+        }
+        atomic_store_explicit(&s->completed, op->ticket, memory_order_release);
+        free(op);
+
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+static collar_status_t sim_start_workers(void)
+{
+    collar_status_t st = COLLAR_OK;
+    pthread_mutex_lock(&sim_start_lock);
+    if (!sim_started) {
+        int n;
+        for (n = 0; n < sim_nstreams; n++) {
+            struct collar_stream *s = &sim_streams[n];
+            if (pthread_create(&s->thread, NULL, sim_worker, s) != 0) {
+                collar_error(MEM, "sim: cannot start the worker thread of stream %d", n);
+                st = COLLAR_ERR_DEVICE;
+                break;
+            }
+        }
+        if (st == COLLAR_OK) {
+            sim_started = 1;
+            collar_debug(MEM, "sim: %d stream worker threads started", n);
+        } else {
+            sim_nstreams = n;  /* keep what did start; they are joined at close */
+            sim_started = n > 0;
+            st = n > 0 ? COLLAR_OK : st;
+        }
+    }
+    pthread_mutex_unlock(&sim_start_lock);
+    return st;
+}
+
+static collar_status_t sim_init(void)
+{
+    sim_nstreams = (int)collar_cfg.sim_streams;
+    if (sim_nstreams < 1 || sim_nstreams > SIM_MAX_STREAMS) {
+        sim_nstreams = 2;
+    }
+    for (int i = 0; i < sim_nstreams; i++) {
+        struct collar_stream *s = &sim_streams[i];
+        memset(s, 0, sizeof(*s));
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->cond, NULL);
+        s->rng = (unsigned)collar_cfg.sim_seed * 2654435761u
+                 ^ (unsigned)getpid() * 40503u ^ (unsigned)i;
+    }
+    sim_started = 0;
+    if (collar_cfg.sim_jitter_us > 0) {
+        collar_debug(MEM, "sim device: jitter up to %ld us per operation",
+                     collar_cfg.sim_jitter_us);
+    }
+    return COLLAR_OK;
+}
+
+static void sim_finalize(void)
+{
+    pthread_mutex_lock(&sim_start_lock);
+    for (int i = 0; i < sim_nstreams; i++) {
+        struct collar_stream *s = &sim_streams[i];
+        if (sim_started) {
+            pthread_mutex_lock(&s->lock);
+            s->stop = 1;
+            pthread_cond_signal(&s->cond);
+            pthread_mutex_unlock(&s->lock);
+            pthread_join(s->thread, NULL);
+        }
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->cond);
+    }
+    sim_started = 0;
+    sim_nstreams = 0;
+    pthread_mutex_unlock(&sim_start_lock);
+}
+
+static collar_status_t sim_mem_query(const void *ptr, collar_mem_kind_t *kind)
+{
+    (void)ptr;
+    *kind = COLLAR_MEM_DEVICE;
+    return COLLAR_OK;
+}
+
+static collar_status_t sim_host_alloc(size_t bytes, void **ptr)
+{
+    if (posix_memalign(ptr, 64, bytes ? bytes : 1) != 0) {
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    return COLLAR_OK;
+}
+
+static void sim_host_free(void *ptr)
+{
+    free(ptr);
+}
+
+static int sim_nstreams_fn(void)
+{
+    return sim_nstreams;
+}
+
+static collar_status_t sim_enqueue(sim_op_t *op, int stream, collar_event_t *done)
+{
+    if (!sim_started) {
+        collar_status_t st = sim_start_workers();
+        if (st != COLLAR_OK) {
+            free(op);
+            return st;
+        }
+    }
+    struct collar_stream *s = &sim_streams[(unsigned)stream % (unsigned)sim_nstreams];
+    pthread_mutex_lock(&s->lock);
+    op->ticket = ++s->enqueued;
+    op->next = NULL;
+    if (s->tail != NULL) {
+        s->tail->next = op;
+    } else {
+        s->head = op;
+    }
+    s->tail = op;
+    pthread_cond_signal(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    done->stream = s;
+    done->ticket = op->ticket;
+    done->handle = NULL;
+    return COLLAR_OK;
+}
+
+static collar_status_t sim_copy_async(void *dst, const void *src, size_t bytes,
+                                      int stream, collar_event_t *done)
+{
+    sim_op_t *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    op->kind = SIM_COPY;
+    op->dst = dst;
+    op->src = src;
+    op->bytes = bytes;
+    return sim_enqueue(op, stream, done);
+}
+
+static collar_status_t sim_reduce_async(void *inout, const void *in,
+                                        size_t count, collar_dtype_t dt,
+                                        collar_op_t op_id, int stream,
+                                        collar_event_t *done)
+{
+    if (!collar_reduce_supported(dt, op_id)) {
+        return COLLAR_ERR_UNSUPPORTED;
+    }
+    sim_op_t *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    op->kind = SIM_REDUCE;
+    op->dst = inout;
+    op->src = in;
+    op->count = count;
+    op->dt = dt;
+    op->op = op_id;
+    return sim_enqueue(op, stream, done);
+}
+
+static collar_status_t sim_event_query(collar_event_t *ev)
+{
+    struct collar_stream *s = ev->stream;
+    if (s == NULL) {
+        return COLLAR_OK;
+    }
+    uint64_t done = atomic_load_explicit(&s->completed, memory_order_acquire);
+    return done >= ev->ticket ? COLLAR_OK : COLLAR_INPROGRESS;
+}
+
+static collar_status_t sim_order_after_caller(void)
+{
+    /* Nothing of the caller's is ever queued on a simulated device. */
+    return COLLAR_OK;
+}
+
+const collar_device_t collar_device_sim = {
+    .name               = "sim",
+    .init               = sim_init,
+    .finalize           = sim_finalize,
+    .mem_query          = sim_mem_query,
+    .host_alloc         = sim_host_alloc,
+    .host_free          = sim_host_free,
+    .nstreams           = sim_nstreams_fn,
+    .copy_async         = sim_copy_async,
+    .reduce_async       = sim_reduce_async,
+    .event_query        = sim_event_query,
+    .order_after_caller = sim_order_after_caller,
+};
