@@ -29,6 +29,24 @@ collar_status_t collar_call_describe(collar_call_t *call)
     return COLLAR_OK;
 }
 
+collar_status_t collar_call_validate(const collar_call_t *call,
+                                     const collar_comm_t *comm)
+{
+    if (call->cdt != COLLAR_DT_NONE && call->cop != COLLAR_OP_NONE) {
+        return collar_reduce_supported(call->cdt, call->cop)
+               ? COLLAR_OK : COLLAR_ERR_INVALID;
+    }
+    if (call->cdt == COLLAR_DT_NONE) {
+        MPI_Request req;
+        if (PMPI_Isend(NULL, 0, call->dtype, MPI_PROC_NULL, 0, comm->private_comm,
+                       &req) != MPI_SUCCESS) {
+            return COLLAR_ERR_INVALID;
+        }
+        PMPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    return COLLAR_OK;
+}
+
 collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg)
 {
     switch (alg) {

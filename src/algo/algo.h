@@ -39,6 +39,22 @@ typedef struct {
  */
 collar_status_t collar_call_describe(collar_call_t *call);
 
+/*
+ * Would the MPI library reject this call at initiation?  Checked before a
+ * schedule takes the call over, so that an invalid call is handed to the MPI
+ * library, which reports it exactly as it would without collar (for
+ * MPI_Iallreduce: at the call, not later at the wait):
+ *   - a predefined op on a predefined type it is not defined for;
+ *   - a derived datatype the library refuses to send (e.g. uncommitted),
+ *     probed with a zero-count send to MPI_PROC_NULL on the private
+ *     communicator, whose errors return to collar.
+ * A predefined op on a derived datatype is left to the MPI library's own
+ * allreduce on the host copy (some libraries accept it): when the library
+ * refuses it, the error comes at completion.
+ */
+collar_status_t collar_call_validate(const collar_call_t *call,
+                                     const collar_comm_t *comm);
+
 typedef collar_status_t (*collar_algo_build_fn_t)(const collar_call_t *call,
                                                   const collar_plan_t *plan,
                                                   collar_sched_t *sched);

@@ -208,6 +208,9 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     collar_comm_t *cstate;
     collar_sched_t *s = NULL;
     collar_status_t st = collar_comm_get(comm, &cstate);
+    if (st == COLLAR_OK && collar_call_validate(&call, cstate) != COLLAR_OK) {
+        return pass_through(sbuf, rbuf, count, dtype, op, comm, request);
+    }
     if (st == COLLAR_OK) {
         st = collar_sched_create(cstate, dev, &s);
     }
