@@ -1,0 +1,252 @@
+/*
+ * collar - shared helpers for the MPI correctness test programs.
+ * See testutil.h.
+ */
+#include "testutil.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *g_prog = "mpi-test";
+static int g_rank = -1;
+static int g_size = 0;
+static atomic_llong g_checks;
+static atomic_llong g_failures;
+static atomic_llong g_lines;
+static double g_timeout = 120.0;
+static long long g_max_lines = TU_MAX_FAIL_LINES;
+
+void tu_init(const char *progname)
+{
+    const char *env;
+
+    g_prog = progname;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    atomic_store(&g_checks, 0);
+    atomic_store(&g_failures, 0);
+    atomic_store(&g_lines, 0);
+    env = getenv("TU_PROGRESS_TIMEOUT");
+    if (env != NULL && atof(env) > 0)
+        g_timeout = atof(env);
+    env = getenv("TU_MAX_FAIL_LINES");
+    if (env != NULL && atoll(env) > 0)
+        g_max_lines = atoll(env);
+}
+
+const char *tu_progname(void) { return g_prog; }
+int tu_world_rank(void) { return g_rank; }
+int tu_world_size(void) { return g_size; }
+long long tu_checks(void) { return atomic_load(&g_checks); }
+long long tu_failures(void) { return atomic_load(&g_failures); }
+
+static void vfail(const char *what, const char *fmt, va_list ap)
+{
+    char detail[1024];
+    long long line;
+
+    atomic_fetch_add(&g_failures, 1);
+    line = atomic_fetch_add(&g_lines, 1);
+    if (line > g_max_lines)
+        return;
+    if (line == g_max_lines) {
+        fprintf(stdout, "rank %d: FAIL (further FAIL lines of this rank "
+                "suppressed; still counted)\n", g_rank);
+        fflush(stdout);
+        return;
+    }
+    vsnprintf(detail, sizeof detail, fmt, ap);
+    /* one fprintf per line: stdio locks the stream, so lines of
+     * concurrent threads do not interleave */
+    fprintf(stdout, "rank %d: FAIL %s: %s\n", g_rank, what, detail);
+    fflush(stdout);
+}
+
+int tu_check(int ok, const char *what, const char *fmt, ...)
+{
+    va_list ap;
+
+    atomic_fetch_add(&g_checks, 1);
+    if (ok)
+        return 1;
+    va_start(ap, fmt);
+    vfail(what, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+void tu_fail(const char *what, const char *fmt, ...)
+{
+    va_list ap;
+
+    atomic_fetch_add(&g_checks, 1);
+    va_start(ap, fmt);
+    vfail(what, fmt, ap);
+    va_end(ap);
+}
+
+const char *tu_errstr(int rc)
+{
+    static _Thread_local char buf[MPI_MAX_ERROR_STRING + 32];
+    int len = 0;
+
+    if (PMPI_Error_string(rc, buf, &len) != MPI_SUCCESS)
+        snprintf(buf, sizeof buf, "error code %d", rc);
+    return buf;
+}
+
+int tu_check_rc(int rc, const char *what)
+{
+    return tu_check(rc == MPI_SUCCESS, what, "returned %d (%s)", rc,
+                    rc == MPI_SUCCESS ? "MPI_SUCCESS" : tu_errstr(rc));
+}
+
+int tu_check_same_bytes(const void *got, const void *want, size_t n,
+                        const char *what)
+{
+    const unsigned char *g = got, *w = want;
+    size_t i, first = 0, ndiff = 0;
+
+    for (i = 0; i < n; i++) {
+        if (g[i] != w[i]) {
+            if (ndiff == 0)
+                first = i;
+            ndiff++;
+        }
+    }
+    if (ndiff == 0)
+        return tu_check(1, what, "-");
+    return tu_check(0, what, "%zu of %zu bytes differ, first at byte %zu: "
+                    "expected 0x%02x got 0x%02x", ndiff, n, first,
+                    (unsigned)w[first], (unsigned)g[first]);
+}
+
+int tu_finish(void)
+{
+    long long v[2];
+    int rc;
+
+    if (atomic_load(&g_checks) == 0)
+        tu_fail("finish", "no check was run on this rank");
+    v[0] = atomic_load(&g_checks);
+    v[1] = atomic_load(&g_failures);
+    /* PMPI_: the test's bookkeeping must not depend on the shim */
+    rc = PMPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_LONG_LONG, MPI_SUM,
+                        MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+        fprintf(stdout, "rank %d: FAIL finish: PMPI_Allreduce returned %d\n",
+                g_rank, rc);
+        fflush(stdout);
+        return 1;
+    }
+    if (g_rank == 0) {
+        fprintf(stdout, "%s: %lld passed, %lld failed\n", g_prog,
+                v[0] - v[1], v[1]);
+        fflush(stdout);
+    }
+    return v[1] == 0 ? 0 : 1;
+}
+
+void tu_skip(const char *fmt, ...)
+{
+    va_list ap;
+    char why[512];
+
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (g_rank <= 0) {
+        fprintf(stdout, "%s: SKIP: %s\n", g_prog, why);
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    exit(TU_EXIT_SKIP);
+}
+
+MPI_Status *tu_statuses_ignore(void) { return MPI_STATUSES_IGNORE; }
+
+/* ---- generators --------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+uint64_t tu_hash(uint64_t rank, uint64_t index, uint64_t seed)
+{
+    return mix64(mix64(mix64(seed) ^ rank) ^ index);
+}
+
+uint64_t tu_seed(uint64_t seed, uint64_t a, uint64_t b)
+{
+    return mix64(mix64(seed ^ 0x5851f42d4c957f2dULL) + a) ^ mix64(b + 17);
+}
+
+uint64_t tu_seed_str(uint64_t seed, const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+
+    for (; *s != '\0'; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ULL;
+    }
+    return mix64(seed ^ h);
+}
+
+uint64_t tu_gen_bits(int rank, size_t index, uint64_t seed)
+{
+    return tu_hash((uint64_t)rank, (uint64_t)index, seed);
+}
+
+uint64_t tu_gen_uint(int rank, size_t index, uint64_t seed, uint64_t hi)
+{
+    uint64_t h = tu_gen_bits(rank, index, seed);
+
+    if (hi == UINT64_MAX)
+        return h;
+    return h % (hi + 1); /* bias is irrelevant here */
+}
+
+int64_t tu_gen_int(int rank, size_t index, uint64_t seed, int64_t lo, int64_t hi)
+{
+    uint64_t span = (uint64_t)hi - (uint64_t)lo; /* modular: no overflow */
+
+    return (int64_t)((uint64_t)lo + tu_gen_uint(rank, index, seed, span));
+}
+
+double tu_gen_real(int rank, size_t index, uint64_t seed, double lo, double hi)
+{
+    double u = (double)(tu_gen_bits(rank, index, seed) >> 11) * 0x1.0p-53;
+
+    return lo + (hi - lo) * u;
+}
+
+void tu_fill_garbage(void *buf, size_t n, uint64_t seed)
+{
+    unsigned char *p = buf;
+    size_t i;
+    uint64_t h = 0;
+
+    for (i = 0; i < n; i++) {
+        if (i % 8 == 0)
+            h = tu_hash(0xdead, i / 8, seed);
+        p[i] = (unsigned char)(h >> (8 * (i % 8)));
+    }
+}
+
+double tu_progress_timeout(void) { return g_timeout; }
+
+void tu_progress_guard(double t0, const char *what)
+{
+    if (MPI_Wtime() - t0 > g_timeout) {
+        tu_fail(what, "no completion after %.0f s (lost progress?); aborting",
+                g_timeout);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}

@@ -1,0 +1,144 @@
+/*
+ * Unit test of the configuration table and its parsers: good values are
+ * taken, bad ones warned about once with the default kept, unknown COLLAR_*
+ * names warned about.  No MPI.
+ */
+#include "config.h"
+#include "core/core.h"
+#include "unit.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void test_sizes(void)
+{
+    static const struct { const char *s; size_t v; } good[] = {
+        { "0", 0 }, { "4096", 4096 }, { "64K", 65536 }, { "64k", 65536 },
+        { "1M", 1u << 20 }, { "1MiB", 1u << 20 }, { "2G", (size_t)2 << 30 },
+        { "3KB", 3072 }, { "1T", (size_t)1 << 40 },
+    };
+    static const char *const bad[] = {
+        "", "-1", "K", "1X", "1.5M", " 1", "1 ", "1MM", "99999999999999999999",
+        "17179869184G", "0x10",
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        size_t v = 12345;
+        collar_status_t st = collar_parse_size(good[i].s, &v);
+        UNIT_CHECK(st == COLLAR_OK && v == good[i].v, "'%s' -> %zu (st %d)",
+                   good[i].s, v, st);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t v = 12345;
+        collar_status_t st = collar_parse_size(bad[i], &v);
+        UNIT_CHECK(st == COLLAR_ERR_INVALID && v == 12345, "'%s' accepted", bad[i]);
+    }
+}
+
+static void test_scalars(void)
+{
+    int b = -1;
+    UNIT_CHECK(collar_parse_bool("YES", &b) == COLLAR_OK && b == 1, "YES");
+    UNIT_CHECK(collar_parse_bool("off", &b) == COLLAR_OK && b == 0, "off");
+    UNIT_CHECK(collar_parse_bool("2", &b) == COLLAR_ERR_INVALID, "2");
+    UNIT_CHECK(collar_parse_bool("", &b) == COLLAR_ERR_INVALID, "empty");
+    long l = 7;
+    UNIT_CHECK(collar_parse_long("42", 0, 100, &l) == COLLAR_OK && l == 42, "42");
+    UNIT_CHECK(collar_parse_long("-1", 0, 100, &l) == COLLAR_ERR_INVALID, "-1");
+    UNIT_CHECK(collar_parse_long("101", 0, 100, &l) == COLLAR_ERR_INVALID, "101");
+    UNIT_CHECK(collar_parse_long("99999999999999999999999", 0, 100, &l)
+               == COLLAR_ERR_INVALID, "overflow");
+    UNIT_CHECK(collar_parse_long("4a", 0, 100, &l) == COLLAR_ERR_INVALID, "4a");
+    UNIT_CHECK(l == 42, "value kept after errors: %ld", l);
+}
+
+static void test_pattern(void)
+{
+    char out[256];
+    collar_expand_pattern("log.%r.%p.%%.txt", 3, out, sizeof(out));
+    char want[256];
+    snprintf(want, sizeof(want), "log.3.%ld.%%.txt", (long)getpid());
+    UNIT_CHECK(strcmp(out, want) == 0, "'%s' != '%s'", out, want);
+    collar_expand_pattern("abcdefgh", 0, out, 4);
+    UNIT_CHECK(strcmp(out, "abc") == 0, "truncation gave '%s'", out);
+}
+
+static void test_first(void)
+{
+    UNIT_CHECK(collar_log_first("key one") == 1, "first time");
+    UNIT_CHECK(collar_log_first("key one") == 0, "second time");
+    UNIT_CHECK(collar_log_first("key two") == 1, "another key");
+}
+
+/* Load a configuration with good, bad and unknown variables; the warnings
+ * go to a file that is read back. */
+static void test_load(void)
+{
+    char path[] = "/tmp/collar-test-config-XXXXXX";
+    int fd = mkstemp(path);
+    UNIT_CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) {
+        return;
+    }
+    close(fd);
+    setenv("COLLAR_DEVICE", "SIM", 1);             /* good, any case */
+    setenv("COLLAR_SIM_JITTER", "-5", 1);          /* below its range */
+    setenv("COLLAR_STAGING_POOL", "12Q", 1);       /* bad suffix */
+    setenv("COLLAR_ALGORITHM", "ring-of-fire", 1); /* not an algorithm */
+    setenv("COLLAR_LOG_SUBSYS", "coll,,mem", 1);   /* malformed list */
+    setenv("COLLAR_SIM_STREAMS", "4", 1);          /* good */
+    setenv("COLLAR_DISABLED", "1", 1);             /* a typo */
+    setenv("COLLAR_LOG", "warn", 1);
+
+    collar_log_open(path);
+    collar_config_load();
+    collar_config_load();  /* idempotent: no second round of warnings */
+    collar_log_close();
+
+    UNIT_CHECK(collar_cfg.device == COLLAR_DEVICE_SIM, "device %d", collar_cfg.device);
+    UNIT_CHECK(collar_cfg.sim_jitter_us == 0, "jitter %ld", collar_cfg.sim_jitter_us);
+    UNIT_CHECK(collar_cfg.staging_pool == (size_t)256 << 20, "pool %zu",
+               collar_cfg.staging_pool);
+    UNIT_CHECK(collar_cfg.algorithm == COLLAR_ALG_AUTO, "algorithm %d",
+               collar_cfg.algorithm);
+    UNIT_CHECK(collar_cfg.log_subsys == COLLAR_SUB_ALL, "subsys %#x",
+               collar_cfg.log_subsys);
+    UNIT_CHECK(collar_cfg.sim_streams == 4, "streams %ld", collar_cfg.sim_streams);
+    UNIT_CHECK(collar_cfg.disable == 0, "disable %d", collar_cfg.disable);
+
+    FILE *f = fopen(path, "r");
+    char line[2048];
+    int warnings = 0, jitter = 0, pool = 0, alg = 0, subsys = 0, typo = 0;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (strstr(line, " WARN ") == NULL) {
+            continue;
+        }
+        warnings++;
+        jitter += strstr(line, "COLLAR_SIM_JITTER='-5' is invalid: expected an "
+                         "integer from 0 to 1000000; using the default '0'") != NULL;
+        pool += strstr(line, "COLLAR_STAGING_POOL='12Q' is invalid") != NULL;
+        alg += strstr(line, "COLLAR_ALGORITHM='ring-of-fire' is invalid: expected "
+                      "one of: auto, native, staged") != NULL;
+        subsys += strstr(line, "COLLAR_LOG_SUBSYS='coll,,mem' is invalid") != NULL;
+        typo += strstr(line, "unknown variable COLLAR_DISABLED is ignored") != NULL;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    UNIT_CHECK(warnings == 5, "%d warnings, expected 5", warnings);
+    UNIT_CHECK(jitter == 1 && pool == 1 && alg == 1 && subsys == 1 && typo == 1,
+               "each warning once: jitter %d pool %d alg %d subsys %d typo %d",
+               jitter, pool, alg, subsys, typo);
+    unlink(path);
+}
+
+int main(void)
+{
+    test_sizes();
+    test_scalars();
+    test_pattern();
+    test_first();
+    test_load();
+    return unit_finish("test_config");
+}
