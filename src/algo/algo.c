@@ -38,7 +38,7 @@ collar_status_t collar_call_validate(const collar_call_t *call,
     }
     if (call->cdt == COLLAR_DT_NONE) {
         MPI_Request req;
-        if (PMPI_Isend(NULL, 0, call->dtype, MPI_PROC_NULL, 0, comm->private_comm,
+        if (PMPI_Isend(call->rbuf, 1, call->dtype, MPI_PROC_NULL, 0, comm->private_comm,
                        &req) != MPI_SUCCESS) {
             return COLLAR_ERR_INVALID;
         }

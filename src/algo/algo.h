@@ -46,7 +46,8 @@ collar_status_t collar_call_describe(collar_call_t *call);
  * MPI_Iallreduce: at the call, not later at the wait):
  *   - a predefined op on a predefined type it is not defined for;
  *   - a derived datatype the library refuses to send (e.g. uncommitted),
- *     probed with a zero-count send to MPI_PROC_NULL on the private
+ *     probed with a one-element send to MPI_PROC_NULL (no data moves; a
+ *     zero-count send is not checked by MPICH) on the private
  *     communicator, whose errors return to collar.
  * A predefined op on a derived datatype is left to the MPI library's own
  * allreduce on the host copy (some libraries accept it): when the library

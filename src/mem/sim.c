@@ -208,7 +208,10 @@ static collar_status_t sim_enqueue(sim_op_t *op, int stream, collar_event_t *don
     }
     struct collar_stream *s = &sim_streams[(unsigned)stream % (unsigned)sim_nstreams];
     pthread_mutex_lock(&s->lock);
-    op->ticket = ++s->enqueued;
+    /* Once queued, the op belongs to the worker, which frees it when done:
+     * keep the ticket in a local. */
+    const uint64_t ticket = ++s->enqueued;
+    op->ticket = ticket;
     op->next = NULL;
     if (s->tail != NULL) {
         s->tail->next = op;
@@ -219,7 +222,7 @@ static collar_status_t sim_enqueue(sim_op_t *op, int stream, collar_event_t *don
     pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->lock);
     done->stream = s;
-    done->ticket = op->ticket;
+    done->ticket = ticket;
     done->handle = NULL;
     return COLLAR_OK;
 }
