@@ -45,24 +45,30 @@ else
     mpi_flavor=mpich
 fi
 
+# run_common PRELOAD NP [VAR=VALUE ...] -- PROGRAM [ARGS]: the variables go
+# into the environment of mpirun, which local ranks inherit (values may
+# contain spaces); LD_PRELOAD is set for the ranks only, not for mpirun.
 run_common() {
-    preload=$1; np=$2; shift 2
-    vars=""
-    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
-        vars="$vars $1"
-        shift
-    done
-    [ $# -gt 0 ] && shift
-    echo "+ mpirun -np $np${preload:+ LD_PRELOAD=libcollar.so}$vars $*"
-    # shellcheck disable=SC2086
-    timeout -k 10 "$timeout_s" "$MPIRUN" $launcher_opts -np "$np" \
-        env ${preload:+LD_PRELOAD=$preload} $vars "$@" >"$last_output" 2>&1
-    rc=$?
-    cat "$last_output"
-    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        echo "FAIL: timed out after ${timeout_s}s"
-    fi
-    return $rc
+    (
+        preload=$1; np=$2; shift 2
+        shown=""
+        while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+            export "$1"
+            shown="$shown '$1'"
+            shift
+        done
+        [ $# -gt 0 ] && shift
+        echo "+ mpirun -np $np${preload:+ LD_PRELOAD=libcollar.so}$shown $*"
+        # shellcheck disable=SC2086
+        timeout -k 10 "$timeout_s" "$MPIRUN" $launcher_opts -np "$np" \
+            env ${preload:+LD_PRELOAD=$preload} "$@" >"$last_output" 2>&1
+        rc=$?
+        cat "$last_output"
+        if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+            echo "FAIL: timed out after ${timeout_s}s"
+        fi
+        exit $rc
+    )
 }
 
 mpi_run() {

@@ -24,6 +24,8 @@ collar_status_t collar_call_describe(collar_call_t *call)
         call->span = (size_t)(hi - lo);
     }
     call->dense = call->span == call->bytes;
+    call->extent = extent;
+    call->true_extent = true_extent;
     call->cdt = collar_dtype_from_mpi(call->dtype);
     call->cop = collar_op_from_mpi(call->op);
     return COLLAR_OK;
@@ -47,11 +49,34 @@ collar_status_t collar_call_validate(const collar_call_t *call,
     return COLLAR_OK;
 }
 
+int collar_call_chunkable(const collar_call_t *call)
+{
+    return call->extent > 0 && call->true_extent <= call->extent;
+}
+
+void collar_algo_eligible(const collar_call_t *call, int mpi_cuda_aware,
+                          collar_plan_t *plan)
+{
+    if (plan->alg == COLLAR_ALG_NATIVE && call->mem != COLLAR_MEM_HOST
+        && !mpi_cuda_aware) {
+        plan->alg = COLLAR_ALG_STAGED;
+        plan->fallback = "native -> staged: the MPI library does not take "
+                         "device pointers (COLLAR_MPI_CUDA_AWARE)";
+    }
+    if (plan->alg == COLLAR_ALG_CHUNKED && !collar_call_chunkable(call)) {
+        plan->alg = COLLAR_ALG_STAGED;
+        plan->fallback = "chunked -> staged: the datatype's elements cannot be "
+                         "cut apart (interleaved or non-positive extent)";
+    }
+}
+
 collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg)
 {
     switch (alg) {
     case COLLAR_ALG_STAGED:
         return collar_algo_staged_build;
+    case COLLAR_ALG_CHUNKED:
+        return collar_algo_chunked_build;
     case COLLAR_ALG_AUTO:
     case COLLAR_ALG_NATIVE:
     case COLLAR_ALG_COUNT:

@@ -27,6 +27,8 @@ typedef struct {
     MPI_Aint          lo;
     size_t            span;
     int               dense;      /* span == bytes: no gaps, no padding */
+    MPI_Aint          extent;     /* of one element */
+    MPI_Aint          true_extent;
     collar_dtype_t    cdt;        /* COLLAR_DT_NONE: collar cannot reduce it */
     collar_op_t       cop;        /* COLLAR_OP_NONE: user-defined or other */
     collar_mem_kind_t mem;
@@ -64,6 +66,39 @@ typedef collar_status_t (*collar_algo_build_fn_t)(const collar_call_t *call,
 collar_status_t collar_algo_staged_build(const collar_call_t *call,
                                          const collar_plan_t *plan,
                                          collar_sched_t *sched);
+
+/* chunked: the same in chunks, pipelined (plan->chunk bytes a chunk). */
+collar_status_t collar_algo_chunked_build(const collar_call_t *call,
+                                          const collar_plan_t *plan,
+                                          collar_sched_t *sched);
+
+/* Default chunk of the chunked algorithm when neither the rule nor
+ * COLLAR_CHUNK_SIZE gives one. */
+#define COLLAR_DEFAULT_CHUNK ((size_t)1 << 20)
+
+/* Staging slots the chunked pipeline cycles through: copy-in of chunk i+1,
+ * the host allreduce of chunk i and copy-out of chunk i-1 at once. */
+#define COLLAR_PIPELINE_SLOTS 3
+
+/*
+ * Can the message be cut into chunks?  Elements must follow each other
+ * (extent > 0) without interleaving (true extent <= extent), or the copy-out
+ * of one chunk would overwrite bytes of the next.  Otherwise the message
+ * goes as one chunk (staged).
+ */
+int collar_call_chunkable(const collar_call_t *call);
+
+/*
+ * Eligibility, after selection: move plan->alg down the fallback chain until
+ * the algorithm can run this call, and say why in plan->fallback.
+ *   native  on device memory needs an MPI library that takes device
+ *           pointers (mpi_cuda_aware)           -> staged
+ *   chunked needs elements that can be cut apart (collar_call_chunkable)
+ *                                                -> staged
+ *   staged  runs everything (the MPI library reduces the host copy).
+ */
+void collar_algo_eligible(const collar_call_t *call, int mpi_cuda_aware,
+                          collar_plan_t *plan);
 
 /* The builder of `alg`, or NULL for native (no schedule). */
 collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg);

@@ -1,28 +1,56 @@
 /*
- * collar - the `staged` allreduce.
+ * collar - the `staged` and `chunked` allreduce: staging through pinned host
+ * memory, the MPI library reducing the host copy.
  *
- * One copy of the whole message into pinned host memory, the MPI library's
- * allreduce on that copy (any op, any datatype: the MPI library reduces),
- * one copy back:
+ * `chunked` cuts the message into chunks of whole elements and pipelines
+ * them through COLLAR_PIPELINE_SLOTS staging slots, copy-in and copy-out on
+ * different device streams, so that at steady state three things overlap:
  *
- *   order after the caller's device work
- *     -> copy  user buffer --> host         (device stream)
- *     -> PMPI_Iallreduce(MPI_IN_PLACE, host) on the private communicator
- *     -> copy  host --> user receive buffer (device stream)
+ *   stream A  : in(0) in(1) in(2) in(3) ...
+ *   MPI       :       ar(0) ar(1) ar(2) ar(3) ...
+ *   stream B  :             out(0) out(1) out(2) ...
  *
- * The copies move the bytes the datatype spans, [lo, lo + span).  A datatype
- * with gaps (a vector, a padded pair type) must not overwrite the gaps of the
- * receive buffer, so then the receive buffer is copied in as well and the
- * host allreduce runs from a separate send copy into it: the gaps go out and
- * come back unchanged.
+ *   in(i)  copy chunk i of the user's buffer into slot i % SLOTS
+ *          (after out(i - SLOTS) has emptied that slot)
+ *   ar(i)  PMPI_Iallreduce(MPI_IN_PLACE, slot) on the private communicator,
+ *          in chunk order on every rank
+ *   out(i) copy slot i % SLOTS back into chunk i of the receive buffer
+ *
+ * `staged` is the same with one chunk: one copy in, one host allreduce, one
+ * copy out.  Every step waits for the caller's queued device work first.
+ *
+ * Chunks are whole elements: elements_per_chunk = max(1, chunk / type size);
+ * the last chunk takes the remainder.  A copy moves the bytes the chunk's
+ * elements span.  A datatype with gaps (a vector, a padded pair type) must
+ * not overwrite the gaps of the receive buffer, so then the receive buffer's
+ * span is copied in as well and the host allreduce runs from a separate send
+ * slot into it: gaps go out and come back unchanged.
  */
 #include "config.h"
 #include "algo.h"
 
-static collar_status_t add_copy(collar_sched_t *s, void *dst, const void *src,
-                                size_t bytes, int stream, int dep, int *index)
+/* Byte range [off, off + len) of elements [e0, e1) relative to the buffer. */
+static void chunk_span(const collar_call_t *call, int nchunks, int e0, int e1,
+                       MPI_Aint *off, size_t *len)
 {
-    collar_step_t t = { .kind = COLLAR_STEP_COPY, .ndeps = 1, .deps = { dep } };
+    if (nchunks == 1) {
+        *off = call->lo;
+        *len = call->span;
+        return;
+    }
+    /* chunkable: extent > 0, so lo is the true lower bound */
+    *off = call->lo + (MPI_Aint)e0 * call->extent;
+    *len = (size_t)((MPI_Aint)(e1 - e0 - 1) * call->extent + call->true_extent);
+}
+
+static collar_status_t add_copy(collar_sched_t *s, void *dst, const void *src,
+                                size_t bytes, int stream, int dep1, int dep2,
+                                int *index)
+{
+    collar_step_t t = { .kind = COLLAR_STEP_COPY, .ndeps = 1, .deps = { dep1 } };
+    if (dep2 >= 0) {
+        t.deps[t.ndeps++] = dep2;
+    }
     t.u.copy.dst = dst;
     t.u.copy.src = src;
     t.u.copy.bytes = bytes;
@@ -30,49 +58,107 @@ static collar_status_t add_copy(collar_sched_t *s, void *dst, const void *src,
     return collar_sched_add(s, &t, index);
 }
 
+static collar_status_t pipeline_build(const collar_call_t *call, int per,
+                                      collar_sched_t *s)
+{
+    const int nchunks = (call->count + per - 1) / per;
+    const int nslots = nchunks < COLLAR_PIPELINE_SLOTS ? nchunks : COLLAR_PIPELINE_SLOTS;
+    const int nstreams = s->dev->nstreams();
+    const int in_stream = (int)(s->seq % (uint64_t)nstreams);
+    const int out_stream = (in_stream + 1) % nstreams;
+    const int gaps = !call->dense && !call->in_place;
+    const char *send = call->in_place ? (const char *)call->rbuf
+                                      : (const char *)call->sbuf;
+    char *recv = call->rbuf;
+
+    /* The largest chunk span: the first chunk is always a full one. */
+    MPI_Aint off0;
+    size_t slot_len;
+    chunk_span(call, nchunks, 0, per < call->count ? per : call->count, &off0,
+               &slot_len);
+
+    char *slots_recv, *slots_send = NULL;
+    COLLAR_CHECK(collar_sched_staging(s, (size_t)nslots * slot_len,
+                                      (void **)&slots_recv));
+    if (gaps) {
+        COLLAR_CHECK(collar_sched_staging(s, (size_t)nslots * slot_len,
+                                          (void **)&slots_send));
+    }
+
+    int order;
+    collar_step_t t = { .kind = COLLAR_STEP_ORDER };
+    COLLAR_CHECK(collar_sched_add(s, &t, &order));
+
+    /* Per slot: the step after which it may be refilled. */
+    int recv_free[COLLAR_PIPELINE_SLOTS] = { -1, -1, -1 };
+    int send_free[COLLAR_PIPELINE_SLOTS] = { -1, -1, -1 };
+
+    for (int i = 0; i < nchunks; i++) {
+        const int e0 = i * per;
+        const int e1 = e0 + per < call->count ? e0 + per : call->count;
+        const int k = i % nslots;
+        MPI_Aint off;
+        size_t len;
+        chunk_span(call, nchunks, e0, e1, &off, &len);
+        char *hr = slots_recv + (size_t)k * slot_len;
+        /* The host address MPI sees for element e0 of the chunk. */
+        char *hr_base = hr - (off - (MPI_Aint)e0 * call->extent);
+
+        int in_recv, in_send = -1, ar;
+        const char *host_send = MPI_IN_PLACE;
+        if (gaps) {
+            char *hs = slots_send + (size_t)k * slot_len;
+            COLLAR_CHECK(add_copy(s, hs, send + off, len, in_stream, order,
+                                  send_free[k], &in_send));
+            COLLAR_CHECK(add_copy(s, hr, recv + off, len, in_stream, order,
+                                  recv_free[k], &in_recv));
+            host_send = hs - (off - (MPI_Aint)e0 * call->extent);
+        } else {
+            COLLAR_CHECK(add_copy(s, hr, send + off, len, in_stream, order,
+                                  recv_free[k], &in_recv));
+        }
+
+        t = (collar_step_t){ .kind = COLLAR_STEP_IALLREDUCE, .ndeps = 1,
+                             .deps = { in_recv } };
+        if (in_send >= 0) {
+            t.deps[t.ndeps++] = in_send;
+        }
+        t.u.allreduce.sbuf = host_send;
+        t.u.allreduce.rbuf = hr_base;
+        t.u.allreduce.count = e1 - e0;
+        t.u.allreduce.dt = call->dtype;
+        t.u.allreduce.op = call->op;
+        COLLAR_CHECK(collar_sched_add(s, &t, &ar));
+        send_free[k] = ar;
+
+        COLLAR_CHECK(add_copy(s, recv + off, hr, len, out_stream, ar, -1,
+                              &recv_free[k]));
+    }
+    return COLLAR_OK;
+}
+
 collar_status_t collar_algo_staged_build(const collar_call_t *call,
                                          const collar_plan_t *plan,
                                          collar_sched_t *s)
 {
     (void)plan;
-    const int stream = (int)(s->seq % (uint64_t)s->dev->nstreams());
-    const char *send = call->in_place ? (const char *)call->rbuf
-                                      : (const char *)call->sbuf;
-    char *recv = call->rbuf;
-    char *host_recv;
-    int order, in_recv, in_send = -1, reduce;
+    return pipeline_build(call, call->count, s);
+}
 
-    collar_step_t t = { .kind = COLLAR_STEP_ORDER };
-    COLLAR_CHECK(collar_sched_add(s, &t, &order));
-
-    COLLAR_CHECK(collar_sched_staging(s, call->span, (void **)&host_recv));
-    const int gaps = !call->dense && !call->in_place;
-    const char *host_send = MPI_IN_PLACE;
-    if (gaps) {
-        char *hs;
-        COLLAR_CHECK(collar_sched_staging(s, call->span, (void **)&hs));
-        COLLAR_CHECK(add_copy(s, hs, send + call->lo, call->span, stream, order,
-                              &in_send));
-        COLLAR_CHECK(add_copy(s, host_recv, recv + call->lo, call->span, stream,
-                              order, &in_recv));
-        host_send = hs - call->lo;
-    } else {
-        COLLAR_CHECK(add_copy(s, host_recv, send + call->lo, call->span, stream,
-                              order, &in_recv));
+collar_status_t collar_algo_chunked_build(const collar_call_t *call,
+                                          const collar_plan_t *plan,
+                                          collar_sched_t *s)
+{
+    if (!collar_call_chunkable(call) || call->type_size == 0) {
+        return pipeline_build(call, call->count, s);  /* see collar_algo_eligible */
     }
-
-    t = (collar_step_t){ .kind = COLLAR_STEP_IALLREDUCE, .ndeps = 1,
-                         .deps = { in_recv } };
-    if (in_send >= 0) {
-        t.deps[t.ndeps++] = in_send;
+    size_t chunk = plan->chunk != 0 ? plan->chunk : COLLAR_DEFAULT_CHUNK;
+    size_t per = chunk / (size_t)call->type_size;
+    if (per < 1) {
+        per = 1;
     }
-    t.u.allreduce.sbuf = host_send;
-    t.u.allreduce.rbuf = host_recv - call->lo;
-    t.u.allreduce.count = call->count;
-    t.u.allreduce.dt = call->dtype;
-    t.u.allreduce.op = call->op;
-    COLLAR_CHECK(collar_sched_add(s, &t, &reduce));
-
-    return add_copy(s, recv + call->lo, host_recv, call->span, stream, reduce,
-                    NULL);
+    if (per > (size_t)call->count) {
+        per = (size_t)call->count;
+    }
+    return pipeline_build(call, (int)per, s);
 }

@@ -48,7 +48,16 @@ static const char *const device_kinds[] = {
 };
 /* Indexed by collar_alg_t. */
 static const char *const alg_names[] = {
-    "auto", "native", "staged", NULL
+    "auto", "native", "staged", "chunked", NULL
+};
+static const char *const yes_no_auto[] = {
+    "auto", "yes", "no", NULL
+};
+static const char *const stats_modes[] = {
+    "0", "1", "callsites", NULL
+};
+static const char *const stats_formats[] = {
+    "text", "json", NULL
 };
 static const char *const subsys_names[] = {
     "init", "env", "tuning", "coll", "mem", "stats", NULL
@@ -60,6 +69,16 @@ const char *collar_alg_name(collar_alg_t alg)
         return "unknown";
     }
     return alg_names[alg];
+}
+
+int collar_alg_from_name(const char *name, size_t len)
+{
+    for (int a = COLLAR_ALG_AUTO + 1; a < COLLAR_ALG_COUNT; a++) {
+        if (strlen(alg_names[a]) == len && strncmp(alg_names[a], name, len) == 0) {
+            return a;
+        }
+    }
+    return -1;
 }
 
 #define FIELD(f) offsetof(collar_config_t, f)
@@ -85,9 +104,41 @@ static const cfg_row_t table[] = {
       "Force one allreduce algorithm for every call: auto (the rules decide), "
       "native, staged.",
       FIELD(algorithm), alg_names, 0, 0 },
+    { "COLLAR_ALLREDUCE_RULES", CFG_STRING, "",
+      "Allreduce rules inline, separated by ';', in the tuning-table format "
+      "(docs/tuning.md); stronger than COLLAR_TUNING_FILE.",
+      FIELD(allreduce_rules), NULL, 0, 0 },
+    { "COLLAR_TUNING_FILE", CFG_STRING, "",
+      "A tuning table (collar-tune writes them); stronger than the site default.",
+      FIELD(tuning_file), NULL, 0, 0 },
+    { "COLLAR_TUNING_DIR", CFG_STRING, "",
+      "Directory of the site default table default.table (empty: the "
+      "installed share/collar/tuning).",
+      FIELD(tuning_dir), NULL, 0, 0 },
+    { "COLLAR_CHUNK_SIZE", CFG_SIZE, "0",
+      "Chunk size of chunked algorithms, overriding the rule's chunk= (0: the "
+      "rule's, else 1M).",
+      FIELD(chunk_size), NULL, 0, 0 },
+    { "COLLAR_MPI_CUDA_AWARE", CFG_ENUM, "auto",
+      "Whether the MPI library takes device pointers: auto (ask it), yes, no. "
+      "native on device memory needs yes.",
+      FIELD(mpi_cuda_aware), yes_no_auto, 0, 0 },
     { "COLLAR_STAGING_POOL", CFG_SIZE, "256M",
       "Most pinned host memory kept for reuse between calls (K, M, G suffixes).",
       FIELD(staging_pool), NULL, 0, 0 },
+    { "COLLAR_STATS", CFG_ENUM, "0",
+      "Statistics report at MPI_Finalize, from rank 0: 0 (off), 1 (per "
+      "algorithm, memory kind and size), callsites (and per call site).",
+      FIELD(stats), stats_modes, 0, 0 },
+    { "COLLAR_STATS_FILE", CFG_STRING, "stderr",
+      "Where the report goes; %h, %p, %r expand to host, pid, rank.",
+      FIELD(stats_file), NULL, 0, 0 },
+    { "COLLAR_STATS_FORMAT", CFG_ENUM, "text",
+      "Report format: text (fixed section headings) or json (docs/stats.md).",
+      FIELD(stats_format), stats_formats, 0, 0 },
+    { "COLLAR_STATS_DEPTH", CFG_LONG, "1",
+      "Call-site depth: how many of the application's frames name a call site.",
+      FIELD(stats_depth), NULL, 1, COLLAR_STATS_MAX_DEPTH },
     { "COLLAR_SIM_JITTER", CFG_LONG, "0",
       "sim device: random delay of up to this many microseconds before each "
       "copy or reduction, to expose missing waits.",
@@ -95,6 +146,13 @@ static const cfg_row_t table[] = {
     { "COLLAR_SIM_SEED", CFG_LONG, "1",
       "sim device: seed of the jitter's random numbers (mixed with the process id).",
       FIELD(sim_seed), NULL, 0, LONG_MAX },
+    { "COLLAR_SIM_BANDWIDTH", CFG_SIZE, "0",
+      "sim device: copy bandwidth in bytes per second (K, M, G suffixes; "
+      "e.g. 10G to model a PCIe link); 0: as fast as memcpy.",
+      FIELD(sim_bandwidth), NULL, 0, 0 },
+    { "COLLAR_SIM_LATENCY", CFG_LONG, "0",
+      "sim device: fixed cost of each copy in microseconds (a copy launch).",
+      FIELD(sim_latency_us), NULL, 0, 1000000 },
     { "COLLAR_SIM_STREAMS", CFG_LONG, "2",
       "sim device: number of streams, each run by a worker thread.",
       FIELD(sim_streams), NULL, 1, 16 },

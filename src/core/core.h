@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <limits.h>
 #include <stdio.h>
 
 #include "../reduce/reduce.h"
@@ -78,6 +79,9 @@ extern collar_log_level_t collar_log_level;
 extern unsigned           collar_log_subsys;
 
 void collar_log_set_rank(int rank);
+/* 1 in the process that reports job-wide warnings (rank 0 of
+ * MPI_COMM_WORLD, or any process before MPI_Init). */
+extern int collar_log_lead;
 /* Opens COLLAR_LOG_FILE (with %h, %p, %r expanded) once the rank is known. */
 void collar_log_open(const char *pattern);
 void collar_log_close(void);
@@ -105,6 +109,11 @@ int collar_log_first(const char *key);
 #define collar_info(sub, ...)  collar_log_(COLLAR_LOG_INFO,  COLLAR_SUB_##sub, __VA_ARGS__)
 #define collar_debug(sub, ...) collar_log_(COLLAR_LOG_DEBUG, COLLAR_SUB_##sub, __VA_ARGS__)
 #define collar_trace(sub, ...) collar_log_(COLLAR_LOG_TRACE, COLLAR_SUB_##sub, __VA_ARGS__)
+/* A warning every rank would give alike: from the lead process only, at
+ * debug level elsewhere, so that a job prints it once. */
+#define collar_warn_lead(sub, ...)                                            \
+    collar_log_(collar_log_lead ? COLLAR_LOG_WARN : COLLAR_LOG_DEBUG,         \
+                COLLAR_SUB_##sub, __VA_ARGS__)
 
 /* ------------------------------------------------------------ configuration */
 
@@ -120,10 +129,13 @@ typedef enum {
     COLLAR_ALG_AUTO,
     COLLAR_ALG_NATIVE,
     COLLAR_ALG_STAGED,
+    COLLAR_ALG_CHUNKED,
     COLLAR_ALG_COUNT
 } collar_alg_t;
 
 const char *collar_alg_name(collar_alg_t alg);
+/* The algorithm named `name` (case-sensitive, not "auto"), or -1. */
+int collar_alg_from_name(const char *name, size_t len);
 
 /* Every COLLAR_* variable lands in one field here (see config.c's table). */
 typedef struct {
@@ -136,7 +148,18 @@ typedef struct {
     long                 sim_jitter_us;
     long                 sim_seed;
     long                 sim_streams;
+    size_t               sim_bandwidth;  /* bytes/s of a copy; 0: unlimited */
+    long                 sim_latency_us; /* fixed cost of each copy */
     size_t               staging_pool;
+    char                *allreduce_rules;
+    char                *tuning_file;
+    char                *tuning_dir;
+    size_t               chunk_size;
+    int                  mpi_cuda_aware; /* 0 auto, 1 yes, 2 no */
+    int                  stats;          /* collar_stats_mode_t */
+    char                *stats_file;
+    int                  stats_format;   /* 0 text, 1 json */
+    long                 stats_depth;
 } collar_config_t;
 
 extern collar_config_t collar_cfg;
@@ -241,14 +264,136 @@ typedef struct {
     int               reducible; /* predefined op and type: collar can reduce */
 } collar_select_key_t;
 
+struct collar_rule_s;
+
 typedef struct {
-    collar_alg_t alg;
-    size_t       chunk;          /* 0: algorithm default */
-    const char  *reason;         /* why: "forced by COLLAR_ALGORITHM", ... */
+    collar_alg_t                alg;
+    size_t                      chunk;    /* 0: algorithm default */
+    const char                 *reason;   /* "forced by COLLAR_ALGORITHM", ... */
+    const struct collar_rule_s *rule;     /* the rule that matched, if any */
+    const char                 *source;   /* and where it comes from */
+    const char                 *fallback; /* set when eligibility changed alg */
 } collar_plan_t;
 
+/* Load the rule sources (after collar_config_load); warns about and skips a
+ * source that does not parse.  Fails only if the built-in rules do not. */
+collar_status_t collar_select_init(void);
+void collar_select_finalize(void);
+/* "COLLAR_ALLREDUCE_RULES, then file x.table, then built-in rules". */
+const char *collar_select_sources(void);
+/* A hash of every rule in force (all ranks must agree). */
+uint64_t collar_select_hash(void);
 /* A pure function of the key and the configuration. */
 void collar_select(const collar_select_key_t *key, collar_plan_t *plan);
+/* 1 when every rule any source has for host memory says native and nothing
+ * is forced: host buffers can go straight to the MPI library. */
+int collar_select_host_native(void);
+/* "file x.table line 4", or the reason when no rule matched. */
+void collar_plan_describe(const collar_plan_t *plan, char *buf, size_t len);
+
+/* ------------------------------------------------------------ tuning table */
+
+/*
+ * A tuning table: rules "collective memory ranks bytes algorithm [options]".
+ * Rank ranges are inclusive ("2-8" includes 8; "4" is 4-4; "2-inf"); byte
+ * ranges are half-open ("0-64K" is [0, 65536); "16M-inf").  Memory is host,
+ * device or any.  Format and error messages: docs/tuning.md.
+ */
+#define COLLAR_MEM_ANY (-1)
+
+typedef struct collar_rule_s {
+    collar_coll_t coll;
+    int           mem;         /* collar_mem_kind_t, or COLLAR_MEM_ANY */
+    int           ranks_lo;    /* inclusive */
+    int           ranks_hi;    /* inclusive; INT_MAX for inf */
+    size_t        bytes_lo;    /* inclusive */
+    size_t        bytes_hi;    /* exclusive; SIZE_MAX for inf */
+    collar_alg_t  alg;
+    size_t        chunk;       /* chunk=SIZE option; 0 when absent */
+    int           line;        /* line in its source (1-based) */
+} collar_rule_t;
+
+typedef struct {
+    collar_rule_t *rules;
+    int            nrules;
+    int            version;       /* 1 (inline rules: 0 without a version line) */
+    char           system[256];   /* from a "# ... system: TEXT" comment */
+    uint64_t       hash;          /* FNV-1a of the canonical rules */
+} collar_table_t;
+
+/*
+ * Parse a table from `text` (`len` bytes, need not be NUL-terminated).
+ * *table is overwritten, not freed first.  Limits: 4096 rules, lines of
+ * 4096 bytes, chunk= up to 1G; an `inf` upper bound includes SIZE_MAX.
+ * `name` names the source in messages (a file path, "COLLAR_ALLREDUCE_RULES").
+ * inline_rules != 0: ';' also separates lines and the version line is
+ * optional (the form of COLLAR_ALLREDUCE_RULES).
+ * On error: nothing is kept (table is empty), COLLAR_ERR_INVALID is returned
+ * and `err` holds one message "NAME:LINE:COLUMN: what was expected" (the
+ * first error).  Never reads outside [text, text + len).
+ */
+collar_status_t collar_table_parse(const char *text, size_t len,
+                                   const char *name, int inline_rules,
+                                   collar_table_t *table, char *err,
+                                   size_t errlen);
+/* Read and parse a file (at most COLLAR_TABLE_MAX_BYTES). */
+#define COLLAR_TABLE_MAX_BYTES (1u << 20)
+collar_status_t collar_table_load(const char *path, collar_table_t *table,
+                                  char *err, size_t errlen);
+void collar_table_free(collar_table_t *table);
+/* The first rule matching, or NULL. */
+const collar_rule_t *collar_table_match(const collar_table_t *table,
+                                        collar_coll_t coll,
+                                        collar_mem_kind_t mem, int ranks,
+                                        size_t bytes);
+/* Write the table back in the file format: a system comment, "version 1",
+ * one canonical rule a line; parsing it gives the same rules and hash. */
+void collar_table_write(const collar_table_t *table, FILE *out);
+/* One rule, canonical: "allreduce device 2-8 0-64K chunked chunk=1M". */
+void collar_rule_format(const collar_rule_t *rule, char *buf, size_t len);
+
+/* -------------------------------------------------------------- statistics */
+
+/*
+ * COLLAR_STATS: what ran, how often, how long and from where, reported by
+ * rank 0 at MPI_Finalize (src/core/stats.c, docs/stats.md).
+ */
+typedef enum {
+    COLLAR_STATS_OFF,
+    COLLAR_STATS_SUMMARY,
+    COLLAR_STATS_CALLSITES
+} collar_stats_mode_t;
+
+#define COLLAR_STATS_MAX_DEPTH 8
+
+/* One completed call. */
+typedef struct {
+    collar_coll_t      coll;
+    collar_alg_t       alg;
+    collar_mem_kind_t  mem;
+    size_t             bytes;      /* message size, as for selection */
+    double             seconds;    /* from the call to completion */
+    int                npcs;       /* call site: return addresses, caller */
+    void              *pcs[COLLAR_STATS_MAX_DEPTH]; /* first (0 if none) */
+} collar_stats_call_t;
+
+/* Start recording per collar_cfg (after collar_config_load).  Nonzero when
+ * statistics are on; with them off every other function is a no-op. */
+int collar_stats_init(void);
+extern int collar_stats_on;
+/* Thread-safe; exact counts under MPI_THREAD_MULTIPLE. */
+void collar_stats_record(const collar_stats_call_t *call);
+/* The application's call site: up to collar_cfg.stats_depth return
+ * addresses.  `skip` counts frames above collar_stats_callsite (1: its
+ * caller); frames inside libcollar.so are skipped as well. */
+int collar_stats_callsite(void **pcs, int max, int skip);
+/* A fallback happened (e.g. "chunked -> staged: datatype with gaps"). */
+void collar_stats_fallback(const char *what);
+/* Where the selection rules come from, for the report. */
+void collar_stats_set_tuning_source(const char *source);
+/* Collective over `comm` (MPI_COMM_WORLD), before PMPI_Finalize: gather,
+ * and print the report from rank 0.  Frees everything. */
+void collar_stats_report(MPI_Comm comm);
 
 /* ---------------------------------------------------------------- schedule */
 
@@ -314,6 +459,9 @@ struct collar_sched {
     /* Bookkeeping owned by the layer that runs it. */
     collar_sched_t        *next;
     void                  *owner;
+    int                    stats_on;     /* record `stats` when finished */
+    double                 stats_t0;
+    collar_stats_call_t    stats;
 };
 
 /* An empty schedule for an operation on `comm` (takes the next seq). */

@@ -62,9 +62,12 @@ static const char *host_name(void)
     return log_host;
 }
 
+int collar_log_lead = 1;
+
 void collar_log_set_rank(int rank)
 {
     log_rank = rank;
+    collar_log_lead = rank <= 0;
 }
 
 void collar_expand_pattern(const char *pattern, int rank, char *out,

@@ -2,12 +2,22 @@
  * collar - algorithm selection.
  *
  * A pure function of what every rank agrees on (collective, memory kind,
- * communicator size, bytes, whether collar can reduce the op and type) and of
- * the configuration, so that all ranks make the same choice.
+ * communicator size, bytes) and of the configuration, so that all ranks make
+ * the same choice.  Sources, strongest first:
  *
- * Sources, strongest first:
- *   1. COLLAR_ALGORITHM forces one algorithm for every call;
- *   2. the built-in rules: host memory -> native, device memory -> staged.
+ *   1. COLLAR_ALGORITHM        forces one algorithm for every call;
+ *   2. COLLAR_ALLREDUCE_RULES  rules inline, separated by ';';
+ *   3. COLLAR_TUNING_FILE      a tuning table;
+ *   4. the site default        <datadir>/collar/tuning/default.table;
+ *   5. the built-in rules      compiled from tuning/default.table.
+ *
+ * The first source with a rule matching the call decides (so an inline rule
+ * for large messages only leaves the rest to the sources below it).  A source
+ * that does not parse is rejected whole, with one warning naming the file,
+ * line and column and saying which rules are in force instead.  Then
+ * COLLAR_CHUNK_SIZE overrides the chunk of whatever rule matched.
+ * Eligibility (can this algorithm run this call?) is checked afterwards, by
+ * the algorithms layer.
  *
  * Message size ("bytes") is always one rank's contribution: count times the
  * size of the datatype (MPI_Type_size), gaps of derived types not counted.
@@ -15,19 +25,184 @@
 #include "config.h"
 #include "core.h"
 
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+extern const char collar_builtin_rules[];
+
+typedef struct {
+    char           name[1100];  /* for reasons and messages */
+    collar_table_t table;
+} source_t;
+
+enum { SRC_INLINE, SRC_FILE, SRC_SITE, SRC_BUILTIN, SRC_COUNT };
+
+static source_t sources[SRC_COUNT];
+static int      nsources;
+static char     in_force[1024];
+
+const char *collar_select_sources(void)
+{
+    return in_force;
+}
+
+static void describe_in_force(void)
+{
+    size_t o = 0;
+    in_force[0] = '\0';
+    for (int i = 0; i < nsources && o < sizeof(in_force); i++) {
+        o += (size_t)snprintf(in_force + o, sizeof(in_force) - o, "%s%s",
+                              i ? ", then " : "", sources[i].name);
+    }
+}
+
+static void add_source(const char *name, const collar_table_t *table)
+{
+    source_t *src = &sources[nsources++];
+    snprintf(src->name, sizeof(src->name), "%s", name);
+    src->table = *table;
+}
+
+/* Parse or load one source; a source that does not parse is skipped, and
+ * its message kept for the warning. */
+static void load_source(const char *name, const char *text, const char *path,
+                        char *err, size_t errlen)
+{
+    collar_table_t table;
+    err[0] = '\0';
+    collar_status_t st = path != NULL
+        ? collar_table_load(path, &table, err, errlen)
+        : collar_table_parse(text, strlen(text), name, 1, &table, err, errlen);
+    if (st == COLLAR_OK) {
+        char label[1080];
+        snprintf(label, sizeof(label), "%s%s", path ? "file " : "", name);
+        add_source(label, &table);
+        collar_debug(TUNING, "%s: %d rules", label, table.nrules);
+    }
+}
+
+collar_status_t collar_select_init(void)
+{
+    collar_select_finalize();
+    const char *rules = collar_cfg.allreduce_rules;
+    const char *file = collar_cfg.tuning_file;
+    char site[1024];
+    snprintf(site, sizeof(site), "%s/default.table",
+             collar_cfg.tuning_dir[0] ? collar_cfg.tuning_dir : COLLAR_TUNINGDIR);
+    struct stat sb;
+    const int have_site = stat(site, &sb) == 0;
+
+    /* One message per rejected source: inline, file, site. */
+    char errs[3][1024] = { "", "", "" };
+    const char *what[3] = { "variable", "file", "file" };
+    if (rules != NULL && rules[0] != '\0') {
+        load_source("COLLAR_ALLREDUCE_RULES", rules, NULL, errs[0], sizeof(errs[0]));
+    }
+    if (file != NULL && file[0] != '\0') {
+        load_source(file, NULL, file, errs[1], sizeof(errs[1]));
+    }
+    if (have_site) {
+        load_source(site, NULL, site, errs[2], sizeof(errs[2]));
+    }
+
+    collar_table_t builtin;
+    char err[512];
+    if (collar_table_parse(collar_builtin_rules, strlen(collar_builtin_rules),
+                           "built-in rules", 0, &builtin, err, sizeof(err))
+        != COLLAR_OK) {
+        /* Built from tuning/default.table, which make check validates. */
+        collar_error(TUNING, "%s", err);
+        return COLLAR_ERR_INVALID;
+    }
+    add_source("built-in rules", &builtin);
+    describe_in_force();
+    for (int i = 0; i < 3; i++) {
+        if (errs[i][0] != '\0') {
+            collar_warn_lead(TUNING, "%s; the whole %s is ignored; rules in force: %s",
+                             errs[i], what[i], in_force);
+        }
+    }
+    if (collar_log_lead) {
+        collar_info(TUNING, "allreduce rules: %s", in_force);
+    }
+    return COLLAR_OK;
+}
+
+void collar_select_finalize(void)
+{
+    for (int i = 0; i < nsources; i++) {
+        collar_table_free(&sources[i].table);
+    }
+    nsources = 0;
+    in_force[0] = '\0';
+}
+
+uint64_t collar_select_hash(void)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < nsources; i++) {
+        h = (h ^ sources[i].table.hash) * 1099511628211ull;
+    }
+    return h;
+}
+
 void collar_select(const collar_select_key_t *key, collar_plan_t *plan)
 {
     plan->chunk = 0;
+    plan->rule = NULL;
+    plan->source = NULL;
+    plan->fallback = NULL;
     if (collar_cfg.algorithm != COLLAR_ALG_AUTO) {
         plan->alg = collar_cfg.algorithm;
         plan->reason = "forced by COLLAR_ALGORITHM";
-        return;
-    }
-    if (key->mem == COLLAR_MEM_HOST) {
-        plan->alg = COLLAR_ALG_NATIVE;
-        plan->reason = "built-in rule: host memory";
     } else {
-        plan->alg = COLLAR_ALG_STAGED;
-        plan->reason = "built-in rule: device memory";
+        /* Managed memory is staged like device memory. */
+        collar_mem_kind_t mem = key->mem == COLLAR_MEM_HOST ? COLLAR_MEM_HOST
+                                                            : COLLAR_MEM_DEVICE;
+        plan->reason = "no rule matches: default for the memory kind";
+        plan->alg = mem == COLLAR_MEM_HOST ? COLLAR_ALG_NATIVE : COLLAR_ALG_STAGED;
+        for (int i = 0; i < nsources; i++) {
+            const collar_rule_t *rule = collar_table_match(
+                &sources[i].table, key->coll, mem, key->comm_size, key->bytes);
+            if (rule != NULL) {
+                plan->alg = rule->alg;
+                plan->chunk = rule->chunk;
+                plan->rule = rule;
+                plan->source = sources[i].name;
+                plan->reason = "rule";
+                break;
+            }
+        }
+    }
+    if (collar_cfg.chunk_size != 0) {
+        plan->chunk = collar_cfg.chunk_size;
+    }
+}
+
+int collar_select_host_native(void)
+{
+    if (collar_cfg.algorithm != COLLAR_ALG_AUTO) {
+        return collar_cfg.algorithm == COLLAR_ALG_NATIVE;
+    }
+    for (int i = 0; i < nsources; i++) {
+        const collar_table_t *t = &sources[i].table;
+        for (int r = 0; r < t->nrules; r++) {
+            if (t->rules[r].mem != COLLAR_MEM_DEVICE
+                && t->rules[r].alg != COLLAR_ALG_NATIVE) {
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+void collar_plan_describe(const collar_plan_t *plan, char *buf, size_t len)
+{
+    if (plan->rule != NULL) {
+        snprintf(buf, len, "%s line %d", plan->source, plan->rule->line);
+    } else {
+        snprintf(buf, len, "%s", plan->reason);
     }
 }

@@ -10,6 +10,10 @@
 #include "interpose.h"
 #include "collar.h"
 
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>
+#endif
+
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +24,8 @@ enum { STATE_OFF, STATE_ACTIVE, STATE_DISABLED, STATE_FINALIZED };
 static int state = STATE_OFF;
 /* Host buffers only and nothing forced: every allreduce is native. */
 static int pass_all;
+/* The MPI library takes device pointers (native is eligible for them). */
+static int mpi_cuda_aware;
 static const collar_device_t *dev = &collar_device_none;
 
 COLLAR_EXPORT const char *collar_version(void)
@@ -33,6 +39,25 @@ COLLAR_EXPORT int collar_active(void)
 }
 
 /* ------------------------------------------------------ start-up, shut-down */
+
+/* Does the MPI library take device pointers?  COLLAR_MPI_CUDA_AWARE, else
+ * the library's own answer where it has one (Open MPI's extension). */
+static int query_cuda_aware(void)
+{
+    switch (collar_cfg.mpi_cuda_aware) {
+    case 1:
+        return 1;
+    case 2:
+        return 0;
+    default:
+        break;
+    }
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    return MPIX_Query_cuda_support();
+#else
+    return 0;
+#endif
+}
 
 static void collar_startup(void)
 {
@@ -55,13 +80,24 @@ static void collar_startup(void)
         collar_warn(INIT, "collar cannot start; every call passes through");
         return;
     }
+    if (collar_select_init() != COLLAR_OK) {
+        state = STATE_DISABLED;
+        collar_warn(INIT, "collar cannot start; every call passes through");
+        return;
+    }
     dev = collar_device_open(collar_cfg.device);
-    pass_all = dev == &collar_device_none && collar_cfg.algorithm == COLLAR_ALG_AUTO;
+    mpi_cuda_aware = query_cuda_aware();
+    collar_stats_init();
+    collar_stats_set_tuning_source(collar_select_sources());
+    /* Host buffers only, every rule for them native, nothing to record:
+     * every allreduce goes straight to the MPI library. */
+    pass_all = dev == &collar_device_none && collar_select_host_native();
     state = STATE_ACTIVE;
     if (rank == 0) {
-        collar_info(INIT, "collar %s active: %d ranks, device %s, algorithm %s",
-                    PACKAGE_VERSION, size, dev->name,
-                    collar_alg_name(collar_cfg.algorithm));
+        collar_info(INIT, "collar %s active: %d ranks, device %s, algorithm %s, "
+                    "MPI %s device pointers", PACKAGE_VERSION, size, dev->name,
+                    collar_alg_name(collar_cfg.algorithm),
+                    mpi_cuda_aware ? "takes" : "does not take");
     }
 }
 
@@ -72,9 +108,11 @@ static void collar_shutdown(void)
         return;
     }
     collar_run_drain();
+    collar_stats_report(MPI_COMM_WORLD);
     collar_comm_finalize();
     collar_pool_release_all();
     collar_device_close();
+    collar_select_finalize();
     state = STATE_FINALIZED;
     collar_log_close();
 }
@@ -132,7 +170,16 @@ static void size_range(size_t bytes, char *buf, size_t len)
 static void log_choice(MPI_Comm comm, const collar_select_key_t *key,
                        const collar_plan_t *plan)
 {
-    if (!collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL)) {
+    if (!collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL)
+        && !(plan->fallback != NULL && collar_stats_on)) {
+        return;
+    }
+    char range[32];
+    size_range(key->bytes, range, sizeof(range));
+    char once[160];
+    snprintf(once, sizeof(once), "choice %d %s %d %d %s", key->comm_size, range,
+             (int)key->mem, (int)plan->alg, plan->fallback ? plan->fallback : "");
+    if (!collar_log_first(once)) {
         return;
     }
     int rank = 0;
@@ -140,15 +187,22 @@ static void log_choice(MPI_Comm comm, const collar_select_key_t *key,
     if (rank != 0 && !collar_log_enabled(COLLAR_LOG_DEBUG, COLLAR_SUB_COLL)) {
         return;
     }
-    char range[32];
-    size_range(key->bytes, range, sizeof(range));
-    char once[128];
-    snprintf(once, sizeof(once), "choice %d %s %d %d", key->comm_size, range,
-             (int)key->mem, (int)plan->alg);
-    if (collar_log_first(once)) {
+    char why[600];
+    collar_plan_describe(plan, why, sizeof(why));
+    char alg[64];
+    if (plan->alg == COLLAR_ALG_CHUNKED) {
+        size_t chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
+        snprintf(alg, sizeof(alg), "chunked chunk=%zu", chunk);
+    } else {
+        snprintf(alg, sizeof(alg), "%s", collar_alg_name(plan->alg));
+    }
+    if (plan->fallback != NULL) {
+        collar_info(COLL, "allreduce %d ranks %s+ %s: %s (%s; fallback %s)",
+                    key->comm_size, range, collar_mem_kind_name(key->mem),
+                    alg, why, plan->fallback);
+    } else {
         collar_info(COLL, "allreduce %d ranks %s+ %s: %s (%s)", key->comm_size,
-                    range, collar_mem_kind_name(key->mem),
-                    collar_alg_name(plan->alg), plan->reason);
+                    range, collar_mem_kind_name(key->mem), alg, why);
     }
 }
 
@@ -164,9 +218,15 @@ static int pass_through(const void *sbuf, void *rbuf, int count,
     return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
 }
 
+static void stats_done(collar_stats_call_t *stat, double t0)
+{
+    stat->seconds = PMPI_Wtime() - t0;
+    collar_stats_record(stat);
+}
+
 int collar_allreduce(const void *sbuf, void *rbuf, int count,
                      MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
-                     MPI_Request *request)
+                     MPI_Request *request, collar_stats_call_t *stat)
 {
     int inter = 0;
     if (comm == MPI_COMM_NULL || count <= 0 || dtype == MPI_DATATYPE_NULL
@@ -174,6 +234,7 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
         || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
         return pass_through(sbuf, rbuf, count, dtype, op, comm, request);
     }
+    const double t0 = stat != NULL ? PMPI_Wtime() : 0.0;
 
     collar_call_t call = {
         .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
@@ -198,11 +259,26 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     PMPI_Comm_size(comm, &key.comm_size);
     collar_plan_t plan;
     collar_select(&key, &plan);
+    collar_algo_eligible(&call, mpi_cuda_aware, &plan);
     log_choice(comm, &key, &plan);
+    if (stat != NULL) {
+        stat->alg = plan.alg;
+        stat->mem = call.mem;
+        stat->bytes = call.bytes;
+        if (plan.fallback != NULL) {
+            collar_stats_fallback(plan.fallback);
+        }
+    }
 
     collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
     if (build == NULL) {
-        return pass_through(sbuf, rbuf, count, dtype, op, comm, request);
+        int rc = pass_through(sbuf, rbuf, count, dtype, op, comm, request);
+        if (stat != NULL) {
+            /* For a native MPI_Iallreduce this is the time to start it: the
+             * MPI library completes it (docs/stats.md). */
+            stats_done(stat, t0);
+        }
+        return rc;
     }
 
     collar_comm_t *cstate;
@@ -218,8 +294,6 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
         st = build(&call, &plan, s);
     }
     if (st != COLLAR_OK) {
-        /* Nothing was issued yet: all ranks fail the same way only if the
-         * cause is shared, so report rather than silently diverge. */
         collar_error(COLL, "cannot run allreduce with %s: %s",
                      collar_alg_name(plan.alg), collar_status_string(st));
         collar_sched_destroy(s);
@@ -229,6 +303,11 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     collar_sched_start(s);
 
     if (request != NULL) {
+        if (stat != NULL) {
+            s->stats = *stat;
+            s->stats_t0 = t0;
+            s->stats_on = 1;
+        }
         st = collar_run_nonblocking(s, request);
         if (st != COLLAR_OK) {
             /* The schedule is started: run it so that the other ranks,
@@ -247,29 +326,68 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     collar_run_blocking(s);
     int rc = s->status == COLLAR_OK ? MPI_SUCCESS : s->mpi_error;
     collar_sched_destroy(s);
+    if (stat != NULL) {
+        stats_done(stat, t0);
+    }
     if (rc != MPI_SUCCESS) {
         PMPI_Comm_call_errhandler(comm, rc);
     }
     return rc;
 }
 
+/* Host buffers only (pass_all) with statistics on: the MPI library's call,
+ * timed and recorded as native on host memory, without selection. */
+static int native_recorded(const void *sbuf, void *rbuf, int count,
+                           MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                           MPI_Request *request, collar_stats_call_t *stat)
+{
+    const double t0 = PMPI_Wtime();
+    int rc = pass_through(sbuf, rbuf, count, dtype, op, comm, request);
+    int size = 0;
+    if (rc == MPI_SUCCESS && count > 0 && PMPI_Type_size(dtype, &size) == MPI_SUCCESS) {
+        stat->alg = COLLAR_ALG_NATIVE;
+        stat->mem = COLLAR_MEM_HOST;
+        stat->bytes = (size_t)count * (size_t)size;
+        stats_done(stat, t0);
+    }
+    return rc;
+}
+
+/* Both exported entry points: request == NULL for MPI_Allreduce.  With
+ * statistics on, the call site is taken here (frames inside libcollar.so
+ * are not the application's and are skipped). */
+static int intercept(const void *sbuf, void *rbuf, int count,
+                     MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                     MPI_Request *request)
+{
+    if (!collar_stats_on) {
+        return collar_allreduce(sbuf, rbuf, count, dtype, op, comm, request, NULL);
+    }
+    collar_stats_call_t stat = { .coll = COLLAR_COLL_ALLREDUCE };
+    stat.npcs = collar_stats_callsite(stat.pcs, COLLAR_STATS_MAX_DEPTH, 1);
+    if (pass_all) {
+        return native_recorded(sbuf, rbuf, count, dtype, op, comm, request, &stat);
+    }
+    return collar_allreduce(sbuf, rbuf, count, dtype, op, comm, request, &stat);
+}
+
 COLLAR_EXPORT int MPI_Allreduce(const void *sbuf, void *rbuf, int count,
                                 MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)
 {
-    if (state != STATE_ACTIVE || pass_all) {
+    if (state != STATE_ACTIVE || (pass_all && !collar_stats_on)) {
         return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
     }
-    return collar_allreduce(sbuf, rbuf, count, dtype, op, comm, NULL);
+    return intercept(sbuf, rbuf, count, dtype, op, comm, NULL);
 }
 
 COLLAR_EXPORT int MPI_Iallreduce(const void *sbuf, void *rbuf, int count,
                                  MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
                                  MPI_Request *request)
 {
-    if (state != STATE_ACTIVE || pass_all || request == NULL) {
+    if (state != STATE_ACTIVE || (pass_all && !collar_stats_on) || request == NULL) {
         return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
     }
-    return collar_allreduce(sbuf, rbuf, count, dtype, op, comm, request);
+    return intercept(sbuf, rbuf, count, dtype, op, comm, request);
 }
 
 /* ------------------------------------------------- completion and progress */

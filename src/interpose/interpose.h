@@ -11,10 +11,11 @@
 
 #define COLLAR_EXPORT __attribute__((visibility("default")))
 
-/* Run an allreduce through collar.  request == NULL: blocking. */
+/* Run an allreduce through collar.  request == NULL: blocking.  stat:
+ * NULL, or the call's statistics record (call site filled in). */
 int collar_allreduce(const void *sbuf, void *rbuf, int count,
                      MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
-                     MPI_Request *request);
+                     MPI_Request *request, collar_stats_call_t *stat);
 
 /* Advance every outstanding schedule once; nonzero if any is outstanding. */
 int collar_progress_all(void);

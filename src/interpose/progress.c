@@ -94,6 +94,10 @@ static void run_finish(collar_sched_t *s)
         return;
     }
     g->error = s->status == COLLAR_OK ? MPI_SUCCESS : s->mpi_error;
+    if (s->stats_on) {
+        s->stats.seconds = PMPI_Wtime() - s->stats_t0;
+        collar_stats_record(&s->stats);
+    }
     collar_sched_destroy(s);
     PMPI_Grequest_complete(g->request);
     greq_release(g);

@@ -56,15 +56,43 @@ static int                  sim_nstreams;
 static int                  sim_started;
 static pthread_mutex_t      sim_start_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void sim_sleep_ns(uint64_t ns)
+{
+    if (ns == 0) {
+        return;
+    }
+    struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
 static void sim_jitter(struct collar_stream *s)
 {
     long max_us = collar_cfg.sim_jitter_us;
     if (max_us <= 0) {
         return;
     }
-    long us = (long)(rand_r(&s->rng) % (max_us + 1));
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
-    nanosleep(&ts, NULL);
+    sim_sleep_ns((uint64_t)(rand_r(&s->rng) % (max_us + 1)) * 1000u);
+}
+
+/* The time a copy of `bytes` takes on the modelled link, beyond memcpy's:
+ * COLLAR_SIM_LATENCY + bytes / COLLAR_SIM_BANDWIDTH. */
+static void sim_link_time(size_t bytes, uint64_t memcpy_ns)
+{
+    uint64_t ns = (uint64_t)collar_cfg.sim_latency_us * 1000u;
+    if (collar_cfg.sim_bandwidth != 0) {
+        ns += (uint64_t)((double)bytes * 1e9 / (double)collar_cfg.sim_bandwidth);
+    }
+    if (ns > memcpy_ns) {
+        sim_sleep_ns(ns - memcpy_ns);
+    }
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void *sim_worker(void *arg)
@@ -87,9 +115,11 @@ static void *sim_worker(void *arg)
 
         sim_jitter(s);
         if (op->kind == SIM_COPY) {
+            uint64_t t0 = now_ns();
             if (op->bytes != 0 && op->dst != op->src) {
                 memmove(op->dst, op->src, op->bytes);
             }
+            sim_link_time(op->bytes, now_ns() - t0);
         } else {
             /* The pair was checked by sim_reduce_async: this cannot fail. */
             (void)collar_reduce_host(op->dst, op->src, op->count, op->dt, op->op);

@@ -10,6 +10,7 @@
 #include "../core/core.h"
 #include "../mem/mem.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,10 +23,22 @@ static void usage(FILE *out)
         "COLLAR_* variable with its value in force, default and meaning.\n"
         "\n"
         "Options:\n"
-        "  --variables   print only the COLLAR_* variables\n"
-        "  --markdown    print the variables as a Markdown table (for docs)\n"
-        "  --version     print the version and exit\n"
-        "  --help        print this help and exit\n"
+        "  --check FILE          validate a tuning table: exit 0 if it is valid,\n"
+        "                        else print the first error (file:line:column) and\n"
+        "                        exit 1\n"
+        "  --explain BYTES       say which rule and algorithm an allreduce of BYTES\n"
+        "                        per rank (K, M, G suffixes) would get, and why;\n"
+        "      --ranks N         ... on N ranks (default 2)\n"
+        "      --memory KIND     ... of host, device or managed memory (default\n"
+        "                        device)\n"
+        "  --variables           print only the COLLAR_* variables\n"
+        "  --markdown            print the variables as a Markdown table (for docs)\n"
+        "  --version             print the version and exit\n"
+        "  --help                print this help and exit\n"
+        "\n"
+        "The rules come from COLLAR_ALGORITHM, COLLAR_ALLREDUCE_RULES,\n"
+        "COLLAR_TUNING_FILE, the site default and the built-in rules, in that\n"
+        "order, as in an MPI program (docs/tuning.md).\n"
         "\n"
         "Use collar by preloading it under an MPI program:\n"
         "  LD_PRELOAD=%s/libcollar.so mpirun -np 4 ./app\n", LIBDIR);
@@ -62,10 +75,113 @@ static void print_environment(void)
     printf("\nCOLLAR_* variables (value in force, default, meaning):\n");
 }
 
+static int check_table(const char *path)
+{
+    collar_table_t table;
+    char err[1024];
+    if (collar_table_load(path, &table, err, sizeof(err)) != COLLAR_OK) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    printf("%s: valid tuning table, %d rule%s%s%s\n", path, table.nrules,
+           table.nrules == 1 ? "" : "s", table.system[0] ? ", system: " : "",
+           table.system);
+    collar_table_free(&table);
+    return 0;
+}
+
+static void print_size(size_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.4g %s" : "%.0f %s", v, units[u]);
+}
+
+static int explain(const char *bytes_arg, const char *ranks_arg,
+                   const char *memory_arg)
+{
+    size_t bytes;
+    long ranks;
+    collar_mem_kind_t mem;
+    if (collar_parse_size(bytes_arg, &bytes) != COLLAR_OK) {
+        fprintf(stderr, "collar-info: --explain expects a size in bytes (e.g. "
+                "4096, 64K, 16M), not '%s'\n", bytes_arg);
+        return 2;
+    }
+    if (collar_parse_long(ranks_arg, 1, INT_MAX, &ranks) != COLLAR_OK) {
+        fprintf(stderr, "collar-info: --ranks expects a positive integer, not "
+                "'%s'\n", ranks_arg);
+        return 2;
+    }
+    if (strcmp(memory_arg, "host") == 0) {
+        mem = COLLAR_MEM_HOST;
+    } else if (strcmp(memory_arg, "device") == 0) {
+        mem = COLLAR_MEM_DEVICE;
+    } else if (strcmp(memory_arg, "managed") == 0) {
+        mem = COLLAR_MEM_MANAGED;
+    } else {
+        fprintf(stderr, "collar-info: --memory expects host, device or managed, "
+                "not '%s'\n", memory_arg);
+        return 2;
+    }
+    if (collar_select_init() != COLLAR_OK) {
+        return 1;
+    }
+    collar_select_key_t key = {
+        .coll = COLLAR_COLL_ALLREDUCE, .mem = mem, .comm_size = (int)ranks,
+        .bytes = bytes, .reducible = 1,
+    };
+    collar_plan_t plan;
+    collar_select(&key, &plan);
+    char size[32];
+    print_size(bytes, size, sizeof(size));
+    printf("allreduce of %zu bytes (%s) per rank, %ld rank%s, %s memory\n",
+           bytes, size, ranks, ranks == 1 ? "" : "s", collar_mem_kind_name(mem));
+    printf("  rules in force : %s\n", collar_select_sources());
+    if (plan.rule != NULL) {
+        char rule[256];
+        collar_rule_format(plan.rule, rule, sizeof(rule));
+        printf("  matching rule  : %s line %d: %s\n", plan.source, plan.rule->line,
+               rule);
+    } else {
+        printf("  matching rule  : none (%s)\n", plan.reason);
+    }
+    printf("  algorithm      : %s", collar_alg_name(plan.alg));
+    if (plan.alg == COLLAR_ALG_CHUNKED) {
+        size_t chunk = plan.chunk ? plan.chunk : ((size_t)1 << 20);
+        print_size(chunk, size, sizeof(size));
+        printf(", chunks of %s%s, %zu chunk%s", size,
+               collar_cfg.chunk_size ? " (COLLAR_CHUNK_SIZE)" : "",
+               bytes ? (bytes + chunk - 1) / chunk : 0,
+               bytes > chunk ? "s" : "");
+    }
+    printf("\n");
+    if (plan.alg == COLLAR_ALG_NATIVE && mem != COLLAR_MEM_HOST) {
+        printf("  note           : native on device memory needs an MPI library "
+               "that takes device pointers;\n"
+               "                   otherwise collar falls back to staged "
+               "(COLLAR_MPI_CUDA_AWARE)\n");
+    }
+    if (plan.alg == COLLAR_ALG_CHUNKED) {
+        printf("  note           : a datatype whose elements interleave falls "
+               "back to staged\n");
+    }
+    collar_select_finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int only_vars = 0, markdown = 0;
+    const char *check = NULL, *explain_bytes = NULL;
+    const char *ranks = "2", *memory = "device";
     for (int i = 1; i < argc; i++) {
+        const int has_value = i + 1 < argc;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
@@ -76,13 +192,32 @@ int main(int argc, char **argv)
             only_vars = 1;
         } else if (strcmp(argv[i], "--markdown") == 0) {
             markdown = 1;
+        } else if (strcmp(argv[i], "--check") == 0 && has_value) {
+            check = argv[++i];
+        } else if (strcmp(argv[i], "--explain") == 0 && has_value) {
+            explain_bytes = argv[++i];
+        } else if (strcmp(argv[i], "--ranks") == 0 && has_value) {
+            ranks = argv[++i];
+        } else if (strcmp(argv[i], "--memory") == 0 && has_value) {
+            memory = argv[++i];
         } else {
-            fprintf(stderr, "collar-info: unknown option '%s'\n", argv[i]);
+            const int takes_value = strcmp(argv[i], "--check") == 0
+                || strcmp(argv[i], "--explain") == 0
+                || strcmp(argv[i], "--ranks") == 0
+                || strcmp(argv[i], "--memory") == 0;
+            fprintf(stderr, "collar-info: %s option '%s'\n",
+                    takes_value ? "missing value of" : "unknown", argv[i]);
             usage(stderr);
             return 2;
         }
     }
     collar_config_load();
+    if (check != NULL) {
+        return check_table(check);
+    }
+    if (explain_bytes != NULL) {
+        return explain(explain_bytes, ranks, memory);
+    }
     if (markdown) {
         collar_config_print(stdout, 1);
         return 0;
