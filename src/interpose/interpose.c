@@ -24,6 +24,9 @@ enum { STATE_OFF, STATE_ACTIVE, STATE_DISABLED, STATE_FINALIZED };
 static int state = STATE_OFF;
 /* Host buffers only and nothing forced: every allreduce is native. */
 static int pass_all;
+/* Every allreduce goes straight to the MPI library: not active, or pass_all
+ * with nothing to record.  One load on the hot path. */
+static int straight = 1;
 /* The MPI library takes device pointers (native is eligible for them). */
 static int mpi_cuda_aware;
 static const collar_device_t *dev = &collar_device_none;
@@ -93,6 +96,7 @@ static void collar_startup(void)
      * every allreduce goes straight to the MPI library. */
     pass_all = dev == &collar_device_none && collar_select_host_native();
     state = STATE_ACTIVE;
+    straight = pass_all && !collar_stats_on;
     if (rank == 0) {
         collar_info(INIT, "collar %s active: %d ranks, device %s, algorithm %s, "
                     "MPI %s device pointers", PACKAGE_VERSION, size, dev->name,
@@ -103,6 +107,7 @@ static void collar_startup(void)
 
 static void collar_shutdown(void)
 {
+    straight = 1;
     if (state != STATE_ACTIVE) {
         state = STATE_FINALIZED;
         return;
@@ -229,12 +234,26 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
                      MPI_Request *request, collar_stats_call_t *stat)
 {
     int inter = 0;
+    const double t0 = stat != NULL ? PMPI_Wtime() : 0.0;
     if (comm == MPI_COMM_NULL || count <= 0 || dtype == MPI_DATATYPE_NULL
         || op == MPI_OP_NULL || rbuf == MPI_IN_PLACE
         || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
-        return pass_through(sbuf, rbuf, count, dtype, op, comm, request);
+        int rc = pass_through(sbuf, rbuf, count, dtype, op, comm, request);
+        if (stat != NULL && rc == MPI_SUCCESS && count >= 0) {
+            /* Nothing to move (count 0) or an intercommunicator: the MPI
+             * library's own call, counted as native. */
+            stat->alg = COLLAR_ALG_NATIVE;
+            stat->mem = COLLAR_MEM_HOST;
+            if (rbuf != MPI_IN_PLACE) {
+                collar_mem_classify(dev, rbuf, &stat->mem);
+            }
+            int size = 0;
+            PMPI_Type_size(dtype, &size);
+            stat->bytes = (size_t)count * (size_t)size;
+            stats_done(stat, t0);
+        }
+        return rc;
     }
-    const double t0 = stat != NULL ? PMPI_Wtime() : 0.0;
 
     collar_call_t call = {
         .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
@@ -344,7 +363,7 @@ static int native_recorded(const void *sbuf, void *rbuf, int count,
     const double t0 = PMPI_Wtime();
     int rc = pass_through(sbuf, rbuf, count, dtype, op, comm, request);
     int size = 0;
-    if (rc == MPI_SUCCESS && count > 0 && PMPI_Type_size(dtype, &size) == MPI_SUCCESS) {
+    if (rc == MPI_SUCCESS && count >= 0 && PMPI_Type_size(dtype, &size) == MPI_SUCCESS) {
         stat->alg = COLLAR_ALG_NATIVE;
         stat->mem = COLLAR_MEM_HOST;
         stat->bytes = (size_t)count * (size_t)size;
@@ -374,7 +393,7 @@ static int intercept(const void *sbuf, void *rbuf, int count,
 COLLAR_EXPORT int MPI_Allreduce(const void *sbuf, void *rbuf, int count,
                                 MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)
 {
-    if (state != STATE_ACTIVE || (pass_all && !collar_stats_on)) {
+    if (straight || state != STATE_ACTIVE) {
         return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
     }
     return intercept(sbuf, rbuf, count, dtype, op, comm, NULL);
@@ -384,7 +403,7 @@ COLLAR_EXPORT int MPI_Iallreduce(const void *sbuf, void *rbuf, int count,
                                  MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
                                  MPI_Request *request)
 {
-    if (state != STATE_ACTIVE || (pass_all && !collar_stats_on) || request == NULL) {
+    if (straight || state != STATE_ACTIVE || request == NULL) {
         return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
     }
     return intercept(sbuf, rbuf, count, dtype, op, comm, request);
