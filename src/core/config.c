@@ -409,16 +409,19 @@ void collar_config_load_quiet(int quiet)
         return;
     }
     config_loaded = 1;
-    /* The log level first, so that the other rows log at the right level. */
+    /* The log level and subsystems first, so that the other rows log as
+     * asked. */
     const cfg_row_t *log_row = find_row("COLLAR_LOG", strlen("COLLAR_LOG"));
+    const cfg_row_t *sub_row = find_row("COLLAR_LOG_SUBSYS", strlen("COLLAR_LOG_SUBSYS"));
     load_row(log_row, quiet);
     collar_log_level = collar_cfg.log_level;
+    load_row(sub_row, quiet);
+    collar_log_subsys = collar_cfg.log_subsys;
     for (size_t i = 0; i < NROWS; i++) {
-        if (&table[i] != log_row) {
+        if (&table[i] != log_row && &table[i] != sub_row) {
             load_row(&table[i], quiet);
         }
     }
-    collar_log_subsys = collar_cfg.log_subsys;
 
     /* A typo must not pass silently. */
     for (char **e = environ; e != NULL && *e != NULL; e++) {
