@@ -15,6 +15,8 @@
 #define COLLAR_VERSION_MINOR 1
 #define COLLAR_VERSION_PATCH 0
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,6 +27,17 @@ const char *collar_version(void);
 /* 1 between MPI_Init and MPI_Finalize when collar is taking part (not
  * disabled by COLLAR_DISABLE=1), else 0. */
 int collar_active(void);
+
+/*
+ * Force the allreduce algorithm for the calls that follow in this process,
+ * as COLLAR_ALGORITHM and COLLAR_CHUNK_SIZE would: name is "native",
+ * "staged", "chunked" or "auto" (back to the rules); chunk is the chunk size
+ * in bytes (0: the rule's or the default).  Every rank must make the same
+ * call between the same collectives, or they would choose differently.
+ * For tools and benchmarks (collar-tune uses it).  Returns 0, or -1 for an
+ * unknown name or when collar is not active (nothing changes then).
+ */
+int collar_set_algorithm(const char *name, size_t chunk);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,24 @@ COLLAR_EXPORT int collar_active(void)
     return state == STATE_ACTIVE;
 }
 
+COLLAR_EXPORT int collar_set_algorithm(const char *name, size_t chunk)
+{
+    if (state != STATE_ACTIVE || name == NULL) {
+        return -1;
+    }
+    int alg = strcmp(name, "auto") == 0 ? COLLAR_ALG_AUTO
+                                        : collar_alg_from_name(name, strlen(name));
+    if (alg < 0) {
+        return -1;
+    }
+    collar_cfg.algorithm = (collar_alg_t)alg;
+    collar_cfg.chunk_size = chunk;
+    pass_all = dev == &collar_device_none && collar_select_host_native();
+    straight = pass_all && !collar_stats_on;
+    collar_debug(COLL, "algorithm set to %s, chunk %zu", name, chunk);
+    return 0;
+}
+
 /* ------------------------------------------------------ start-up, shut-down */
 
 /* Does the MPI library take device pointers?  COLLAR_MPI_CUDA_AWARE, else
