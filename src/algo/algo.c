@@ -57,6 +57,12 @@ int collar_call_chunkable(const collar_call_t *call)
 void collar_algo_eligible(const collar_call_t *call, int mpi_cuda_aware,
                           collar_plan_t *plan)
 {
+    plan->device_pointers_ok = call->mem == COLLAR_MEM_HOST || mpi_cuda_aware;
+    if (plan->alg == COLLAR_ALG_RING && !collar_algo_ring_eligible(call, 1)) {
+        plan->alg = COLLAR_ALG_CHUNKED;
+        plan->fallback = "ring -> chunked: ring reduces by itself and needs a "
+                         "predefined op and datatype it has a reduction for";
+    }
     if (plan->alg == COLLAR_ALG_NATIVE && call->mem != COLLAR_MEM_HOST
         && !mpi_cuda_aware) {
         plan->alg = COLLAR_ALG_STAGED;
@@ -77,6 +83,8 @@ collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg)
         return collar_algo_staged_build;
     case COLLAR_ALG_CHUNKED:
         return collar_algo_chunked_build;
+    case COLLAR_ALG_RING:
+        return collar_algo_ring_build;
     case COLLAR_ALG_AUTO:
     case COLLAR_ALG_NATIVE:
     case COLLAR_ALG_COUNT:

@@ -72,6 +72,15 @@ collar_status_t collar_algo_chunked_build(const collar_call_t *call,
                                           const collar_plan_t *plan,
                                           collar_sched_t *sched);
 
+/* ring: reduce-scatter then allgather in segments, reducing on the device
+ * (plan->chunk bytes a segment). */
+collar_status_t collar_algo_ring_build(const collar_call_t *call,
+                                       const collar_plan_t *plan,
+                                       collar_sched_t *sched);
+/* Can ring run this call?  It reduces by itself: a predefined op on a
+ * predefined type with a reduction loop, laid out densely. */
+int collar_algo_ring_eligible(const collar_call_t *call, int comm_size);
+
 /* Default chunk of the chunked algorithm when neither the rule nor
  * COLLAR_CHUNK_SIZE gives one. */
 #define COLLAR_DEFAULT_CHUNK ((size_t)1 << 20)
@@ -93,6 +102,8 @@ int collar_call_chunkable(const collar_call_t *call);
  * the algorithm can run this call, and say why in plan->fallback.
  *   native  on device memory needs an MPI library that takes device
  *           pointers (mpi_cuda_aware)           -> staged
+ *   ring    reduces by itself: needs a predefined op and type collar has
+ *           a reduction for, laid out densely    -> chunked
  *   chunked needs elements that can be cut apart (collar_call_chunkable)
  *                                                -> staged
  *   staged  runs everything (the MPI library reduces the host copy).

@@ -48,7 +48,7 @@ static const char *const device_kinds[] = {
 };
 /* Indexed by collar_alg_t. */
 static const char *const alg_names[] = {
-    "auto", "native", "staged", "chunked", NULL
+    "auto", "native", "staged", "chunked", "ring", NULL
 };
 static const char *const yes_no_auto[] = {
     "auto", "yes", "no", NULL
@@ -102,7 +102,7 @@ static const cfg_row_t table[] = {
       FIELD(device), device_kinds, 0, 0 },
     { "COLLAR_ALGORITHM", CFG_ENUM, "auto",
       "Force one allreduce algorithm for every call: auto (the rules decide), "
-      "native, staged.",
+      "native, staged, chunked, ring.",
       FIELD(algorithm), alg_names, 0, 0 },
     { "COLLAR_ALLREDUCE_RULES", CFG_STRING, "",
       "Allreduce rules inline, separated by ';', in the tuning-table format "

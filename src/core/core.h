@@ -130,6 +130,7 @@ typedef enum {
     COLLAR_ALG_NATIVE,
     COLLAR_ALG_STAGED,
     COLLAR_ALG_CHUNKED,
+    COLLAR_ALG_RING,
     COLLAR_ALG_COUNT
 } collar_alg_t;
 
@@ -273,6 +274,7 @@ typedef struct {
     const struct collar_rule_s *rule;     /* the rule that matched, if any */
     const char                 *source;   /* and where it comes from */
     const char                 *fallback; /* set when eligibility changed alg */
+    int                         device_pointers_ok; /* PMPI takes them */
 } collar_plan_t;
 
 /* Load the rule sources (after collar_config_load); warns about and skips a

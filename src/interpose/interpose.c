@@ -213,9 +213,9 @@ static void log_choice(MPI_Comm comm, const collar_select_key_t *key,
     char why[600];
     collar_plan_describe(plan, why, sizeof(why));
     char alg[64];
-    if (plan->alg == COLLAR_ALG_CHUNKED) {
+    if (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING) {
         size_t chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
-        snprintf(alg, sizeof(alg), "chunked chunk=%zu", chunk);
+        snprintf(alg, sizeof(alg), "%s chunk=%zu", collar_alg_name(plan->alg), chunk);
     } else {
         snprintf(alg, sizeof(alg), "%s", collar_alg_name(plan->alg));
     }

@@ -108,7 +108,7 @@ static void test_precedence(const char *tables)
     collar_cfg.algorithm = COLLAR_ALG_AUTO;
 
     /* A malformed inline source is rejected whole; the rest stays. */
-    set_string(&collar_cfg.allreduce_rules, "allreduce device 1-inf 0-inf ring");
+    set_string(&collar_cfg.allreduce_rules, "allreduce device 1-inf 0-inf rign");
     reinit();
     p = pick(COLLAR_MEM_DEVICE, 3, 10);
     UNIT_CHECK(p.alg == COLLAR_ALG_STAGED && p.rule->line == 3,
