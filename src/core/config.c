@@ -237,6 +237,33 @@ collar_status_t collar_parse_size(const char *s, size_t *out)
     return COLLAR_OK;
 }
 
+void collar_format_size(size_t v, char *buf, size_t len)
+{
+    static const struct { unsigned shift; char suffix; } units[] = {
+        { 40, 'T' }, { 30, 'G' }, { 20, 'M' }, { 10, 'K' },
+    };
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (sizeof(size_t) * CHAR_BIT > units[i].shift && v != 0
+            && (v & (((size_t)1 << units[i].shift) - 1)) == 0) {
+            snprintf(buf, len, "%zu%c", v >> units[i].shift, units[i].suffix);
+            return;
+        }
+    }
+    snprintf(buf, len, "%zu", v);
+}
+
+void collar_format_bytes(size_t v, char *buf, size_t len)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    double d = (double)v;
+    int u = 0;
+    while (d >= 1024 && u < 4) {
+        d /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.4g %s" : "%.0f %s", d, units[u]);
+}
+
 static collar_status_t parse_enum(const char *s, const char *const *choices,
                                   int *out)
 {
@@ -458,19 +485,9 @@ static void format_value(const cfg_row_t *row, char *buf, size_t len)
     case CFG_LONG:
         snprintf(buf, len, "%ld", *(const long *)field);
         break;
-    case CFG_SIZE: {
-        size_t v = *(const size_t *)field;
-        if (v != 0 && v % (1u << 30) == 0) {
-            snprintf(buf, len, "%zuG", v >> 30);
-        } else if (v != 0 && v % (1u << 20) == 0) {
-            snprintf(buf, len, "%zuM", v >> 20);
-        } else if (v != 0 && v % (1u << 10) == 0) {
-            snprintf(buf, len, "%zuK", v >> 10);
-        } else {
-            snprintf(buf, len, "%zu", v);
-        }
+    case CFG_SIZE:
+        collar_format_size(*(const size_t *)field, buf, len);
         break;
-    }
     case CFG_ENUM:
         snprintf(buf, len, "%s", row->choices[*(const int *)field]);
         break;

@@ -181,6 +181,11 @@ void collar_config_print(FILE *out, int markdown);
 collar_status_t collar_parse_bool(const char *s, int *out);
 collar_status_t collar_parse_size(const char *s, size_t *out);
 collar_status_t collar_parse_long(const char *s, long min, long max, long *out);
+/* The largest exact binary suffix, as tables write sizes: 65536 -> "64K",
+ * 1536 -> "1536", 0 -> "0". */
+void collar_format_size(size_t bytes, char *buf, size_t len);
+/* For people: "4 KiB", "1.5 MiB", "12 B". */
+void collar_format_bytes(size_t bytes, char *buf, size_t len);
 
 /* ------------------------------------------------------------------ device */
 

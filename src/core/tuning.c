@@ -383,22 +383,6 @@ static collar_status_t parse_option(parser_t *ps, const tok_t *t,
 
 /* --------------------------------------------------------- canonical text */
 
-/* Largest exact binary suffix: 65536 -> "64K"; 0 -> "0". */
-static void format_size(size_t v, char *buf, size_t len)
-{
-    static const struct { unsigned shift; char suffix; } units[] = {
-        { 40, 'T' }, { 30, 'G' }, { 20, 'M' }, { 10, 'K' },
-    };
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (sizeof(size_t) * CHAR_BIT > units[i].shift && v != 0
-            && (v & (((size_t)1 << units[i].shift) - 1)) == 0) {
-            snprintf(buf, len, "%zu%c", v >> units[i].shift, units[i].suffix);
-            return;
-        }
-    }
-    snprintf(buf, len, "%zu", v);
-}
-
 /* "allreduce device 2-8 0-64K" and, with_alg, " chunked chunk=1M". */
 static void format_rule(const collar_rule_t *r, int with_alg, char *buf,
                         size_t len)
@@ -411,11 +395,11 @@ static void format_rule(const collar_rule_t *r, int with_alg, char *buf,
     } else {
         snprintf(ranks, sizeof(ranks), "%d-%d", r->ranks_lo, r->ranks_hi);
     }
-    format_size(r->bytes_lo, lo, sizeof(lo));
+    collar_format_size(r->bytes_lo, lo, sizeof(lo));
     if (r->bytes_hi == SIZE_MAX) {
         snprintf(hi, sizeof(hi), "inf");
     } else {
-        format_size(r->bytes_hi, hi, sizeof(hi));
+        collar_format_size(r->bytes_hi, hi, sizeof(hi));
     }
     if (!with_alg) {
         snprintf(buf, len, "%s %s %s %s-%s", coll_name(r->coll),
@@ -424,7 +408,7 @@ static void format_rule(const collar_rule_t *r, int with_alg, char *buf,
     }
     if (r->chunk != 0) {
         char c[32];
-        format_size(r->chunk, c, sizeof(c));
+        collar_format_size(r->chunk, c, sizeof(c));
         snprintf(opts, sizeof(opts), " chunk=%s", c);
     }
     snprintf(buf, len, "%s %s %s %s-%s %s%s", coll_name(r->coll),

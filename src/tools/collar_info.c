@@ -90,18 +90,6 @@ static int check_table(const char *path)
     return 0;
 }
 
-static void print_size(size_t bytes, char *buf, size_t len)
-{
-    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    double v = (double)bytes;
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, len, u ? "%.4g %s" : "%.0f %s", v, units[u]);
-}
-
 static int explain(const char *bytes_arg, const char *ranks_arg,
                    const char *memory_arg)
 {
@@ -139,7 +127,7 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
     collar_plan_t plan;
     collar_select(&key, &plan);
     char size[32];
-    print_size(bytes, size, sizeof(size));
+    collar_format_bytes(bytes, size, sizeof(size));
     printf("allreduce of %zu bytes (%s) per rank, %ld rank%s, %s memory\n",
            bytes, size, ranks, ranks == 1 ? "" : "s", collar_mem_kind_name(mem));
     printf("  rules in force : %s\n", collar_select_sources());
@@ -154,7 +142,7 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
     printf("  algorithm      : %s", collar_alg_name(plan.alg));
     if (plan.alg == COLLAR_ALG_CHUNKED) {
         size_t chunk = plan.chunk ? plan.chunk : ((size_t)1 << 20);
-        print_size(chunk, size, sizeof(size));
+        collar_format_bytes(chunk, size, sizeof(size));
         printf(", chunks of %s%s, %zu chunk%s", size,
                collar_cfg.chunk_size ? " (COLLAR_CHUNK_SIZE)" : "",
                bytes ? (bytes + chunk - 1) / chunk : 0,

@@ -629,34 +629,6 @@ static int mpi_takes_device_pointers(void)
 
 /* ------------------------------------------------------------ formatting */
 
-/* "64K", "1536", "6M": the table's form. */
-static void fmt_table_size(size_t v, char *buf, size_t len)
-{
-    static const struct { unsigned shift; char suffix; } units[] = {
-        { 30, 'G' }, { 20, 'M' }, { 10, 'K' },
-    };
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (v != 0 && (v & (((size_t)1 << units[i].shift) - 1)) == 0) {
-            snprintf(buf, len, "%zu%c", v >> units[i].shift, units[i].suffix);
-            return;
-        }
-    }
-    snprintf(buf, len, "%zu", v);
-}
-
-/* "4 KiB", "1.5 MiB": for people. */
-static void fmt_human(size_t v, char *buf, size_t len)
-{
-    static const char *const units[] = { "B", "KiB", "MiB", "GiB" };
-    double d = (double)v;
-    int u = 0;
-    while (d >= 1024 && u < 3) {
-        d /= 1024;
-        u++;
-    }
-    snprintf(buf, len, u ? "%.4g %s" : "%.0f %s", d, units[u]);
-}
-
 /* Algorithms that take a chunk (a segment, for ring). */
 static int takes_chunk(collar_alg_t alg)
 {
@@ -669,7 +641,7 @@ static void fmt_cand(const cand_t *c, char *buf, size_t len)
         snprintf(buf, len, "rules in force");
     } else if (takes_chunk(c->alg)) {
         char s[32];
-        fmt_table_size(c->chunk, s, sizeof(s));
+        collar_format_size(c->chunk, s, sizeof(s));
         snprintf(buf, len, "%s chunk=%s", collar_alg_name(c->alg), s);
     } else {
         snprintf(buf, len, "%s", collar_alg_name(c->alg));
@@ -713,7 +685,7 @@ static void progress(int ranks, size_t bytes, const cand_t *c)
     }
     double el = MPI_Wtime() - t_start;
     char size[32], cand[64], left[32] = "?";
-    fmt_human(bytes, size, sizeof(size));
+    collar_format_bytes(bytes, size, sizeof(size));
     fmt_cand(c, cand, sizeof(cand));
     if (frac > 0.02) {
         double rem = el / frac * (1 - frac);
@@ -1025,7 +997,7 @@ static void report_point(int ranks, const point_t *p)
         return;
     }
     char size[32], win[64] = "no result";
-    fmt_human(p->bytes, size, sizeof(size));
+    collar_format_bytes(p->bytes, size, sizeof(size));
     if (p->winner >= 0) {
         fmt_cand(&p->meas[p->winner].cand, win, sizeof(win));
     }
@@ -1240,7 +1212,7 @@ static void system_header(text_t *tx, const char *what)
     tprintf(tx, "# MPI library: %s\n", mpi);
     if (collar_cfg.device == COLLAR_DEVICE_SIM && opt.device) {
         char bw[32];
-        fmt_table_size(collar_cfg.sim_bandwidth, bw, sizeof(bw));
+        collar_format_size(collar_cfg.sim_bandwidth, bw, sizeof(bw));
         tprintf(tx, "# This table models a GPU on collar's sim device (host memory "
                 "posing as device\n# memory, copy bandwidth %s/s, copy latency "
                 "%ld us modelled by COLLAR_SIM_BANDWIDTH\n# and COLLAR_SIM_LATENCY): "
@@ -1259,15 +1231,15 @@ static void build_table(text_t *tx, double elapsed)
         tprintf(tx, " %d", tuned[i].ranks);
     }
     char mn[32], mx[32], tm[32];
-    fmt_table_size(opt.min, mn, sizeof(mn));
-    fmt_table_size(opt.max, mx, sizeof(mx));
+    collar_format_size(opt.min, mn, sizeof(mn));
+    collar_format_size(opt.max, mx, sizeof(mx));
     fmt_duration(elapsed, tm, sizeof(tm));
     tprintf(tx, "; memory: %s; sizes %s to %s (x%d grid); took %s\n",
             opt.device ? "device" : "host", mn, mx, opt.quick ? 4 : 2, tm);
     tprintf(tx, "# command: %s\n", cmdline ? cmdline : PROG);
     if (time_up) {
         char b[32];
-        fmt_table_size(time_up_bytes, b, sizeof(b));
+        collar_format_size(time_up_bytes, b, sizeof(b));
         tprintf(tx, "# incomplete: time limit reached at %zu bytes (%s, %d ranks); "
                 "larger sizes take the last winner", time_up_bytes, b, time_up_ranks);
         int skipped = 0;
@@ -1316,7 +1288,7 @@ static void build_table(text_t *tx, double elapsed)
                 continue;
             }
             char s[32], w[64];
-            fmt_table_size(p->bytes, s, sizeof(s));
+            collar_format_size(p->bytes, s, sizeof(s));
             fmt_cand(&p->meas[p->winner].cand, w, sizeof(w));
             tprintf(tx, "#   %-6s %s %.1f (spread %.0f%%)", s, w,
                     p->meas[p->winner].median * 1e6,
@@ -1335,18 +1307,18 @@ static void build_table(text_t *tx, double elapsed)
         tprintf(tx, "# collective memory ranks bytes algorithm options\n");
         for (int i = 0; i < nr; i++) {
             char lo[32], hi[32] = "inf", opts[48] = "";
-            fmt_table_size(ranges[i].lo, lo, sizeof(lo));
+            collar_format_size(ranges[i].lo, lo, sizeof(lo));
             if (ranges[i].hi != SIZE_MAX) {
-                fmt_table_size(ranges[i].hi, hi, sizeof(hi));
+                collar_format_size(ranges[i].hi, hi, sizeof(hi));
             }
             if (takes_chunk(ranges[i].cand.alg)) {
                 char c[32];
-                fmt_table_size(ranges[i].cand.chunk, c, sizeof(c));
+                collar_format_size(ranges[i].cand.chunk, c, sizeof(c));
                 snprintf(opts, sizeof(opts), " chunk=%s", c);
             }
             char span[80], a[32], b[32];
-            fmt_table_size(ranges[i].first, a, sizeof(a));
-            fmt_table_size(ranges[i].last, b, sizeof(b));
+            collar_format_size(ranges[i].first, a, sizeof(a));
+            collar_format_size(ranges[i].last, b, sizeof(b));
             if (ranges[i].first == ranges[i].last) {
                 snprintf(span, sizeof(span), "measured at %s", a);
             } else {
@@ -1540,7 +1512,7 @@ static void compare_ranks(MPI_Comm comm, int ranks, double *max_regret,
                 }
             }
             char s[32], bw[64], cw[64] = "?";
-            fmt_table_size(p->bytes, s, sizeof(s));
+            collar_format_size(p->bytes, s, sizeof(s));
             if (best >= 0) {
                 fmt_cand(&p->meas[best].cand, bw, sizeof(bw));
                 if (have_tc) {
