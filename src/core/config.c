@@ -126,6 +126,12 @@ static const cfg_row_t table[] = {
     { "COLLAR_STAGING_POOL", CFG_SIZE, "256M",
       "Most pinned host memory kept for reuse between calls (K, M, G suffixes).",
       FIELD(staging_pool), NULL, 0, 0 },
+    { "COLLAR_CHECK", CFG_BOOL, "0",
+      "Verify on every call that all ranks agree (count, datatype size, op, "
+      "memory kind, rules in force); a mismatch fails with a message naming "
+      "what differs and where, instead of a hang.  Costs one small collective "
+      "per call.",
+      FIELD(check), NULL, 0, 0 },
     { "COLLAR_STATS", CFG_ENUM, "0",
       "Statistics report at MPI_Finalize, from rank 0: 0 (off), 1 (per "
       "algorithm, memory kind and size), callsites (and per call site).",
@@ -153,6 +159,10 @@ static const cfg_row_t table[] = {
     { "COLLAR_SIM_LATENCY", CFG_LONG, "0",
       "sim device: fixed cost of each copy in microseconds (a copy launch).",
       FIELD(sim_latency_us), NULL, 0, 1000000 },
+    { "COLLAR_SIM_FAIL", CFG_STRING, "",
+      "sim device: inject failures, e.g. alloc:3,copy:10 (the 3rd staging "
+      "allocation and the 10th copy of this process fail), for tests.",
+      FIELD(sim_fail), NULL, 0, 0 },
     { "COLLAR_SIM_STREAMS", CFG_LONG, "2",
       "sim device: number of streams, each run by a worker thread.",
       FIELD(sim_streams), NULL, 1, 16 },

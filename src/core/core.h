@@ -157,6 +157,8 @@ typedef struct {
     char                *tuning_dir;
     size_t               chunk_size;
     int                  mpi_cuda_aware; /* 0 auto, 1 yes, 2 no */
+    int                  check;          /* COLLAR_CHECK: verify agreement */
+    char                *sim_fail;       /* COLLAR_SIM_FAIL: fault injection */
     int                  stats;          /* collar_stats_mode_t */
     char                *stats_file;
     int                  stats_format;   /* 0 text, 1 json */
