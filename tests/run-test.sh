@@ -12,7 +12,29 @@
 #       exit 77: the test is skipped (automake reports SKIP).
 #
 # Environment (from the Makefile): MPIRUN, LIBCOLLAR, MPI_TRANSPORT
-# (optional: "tcp" runs Open MPI over its TCP transport), TEST_TIMEOUT.
+# (optional: "tcp" runs Open MPI over its TCP transport), TEST_TIMEOUT,
+# TEST_SANITIZER (asan, tsan or none: how configure built collar, see
+# --enable-asan / --enable-tsan) and TEST_SANITIZER_RUNTIME (the
+# sanitizer's shared runtime).
+#
+# Sanitizer builds: an instrumented libcollar.so in LD_PRELOAD needs the
+# sanitizer runtime loaded before it (the runtime must come first in the
+# process's library list), so LIBCOLLAR becomes
+# "<libasan.so or libtsan.so>:libcollar.so" for the tests (LD_PRELOAD takes
+# a list), and the ranks of mpi_run_plain get the runtime alone.  Under ASan, leak
+# detection is off for the ranks (ASAN_OPTIONS=detect_leaks=0): Open MPI does
+# not free what it allocated when MPI_Finalize returns (hwloc topology, PMIx
+# and component tables), and those reports would hide everything else; the
+# unit tests (no MPI run) keep leak detection on, see tests/Makefile.am and
+# tests/lsan.supp.  UBSan prints a stack and stops at its first report.
+#
+# COLLAR_TEST_VALGRIND=1 (by hand, slow: minutes per test; tests/Makefile.am
+# passes it on as TEST_VALGRIND, as collar warns about unknown COLLAR_*
+# variables in the ranks' environment): every rank runs
+# under valgrind --error-exitcode=99 --suppressions=tests/valgrind.supp, so a
+# memory error fails the test.  Not with a sanitizer build.  TEST_TIMEOUT
+# then defaults to 1800 seconds; VALGRIND_OPTS adds valgrind options (e.g.
+# --leak-check=full, --track-origins=yes).  See docs/reliability.md.
 # Open MPI runs as root (OMPI_ALLOW_RUN_AS_ROOT), oversubscribed, and with
 # its op/avx component off: Open MPI 4.1.4 saturates 8-bit integer sums in it
 # (ompi issue 8045), and the tests compare against exact results.
@@ -21,7 +43,15 @@ set -u
 test_file=$1
 : "${MPIRUN:?MPIRUN is not set}"
 : "${LIBCOLLAR:?LIBCOLLAR is not set}"
-timeout_s=${TEST_TIMEOUT:-300}
+sanitizer=${TEST_SANITIZER:-none}
+valgrind=${TEST_VALGRIND:-${COLLAR_TEST_VALGRIND:-0}}
+unset COLLAR_TEST_VALGRIND
+[ "$valgrind" = 0 ] && valgrind=""
+if [ -n "$valgrind" ]; then
+    timeout_s=${TEST_TIMEOUT:-1800}
+else
+    timeout_s=${TEST_TIMEOUT:-300}
+fi
 last_output=$(mktemp)
 trap 'rm -f "$last_output"' EXIT
 
@@ -32,6 +62,38 @@ skip() {
 
 [ -x "$MPIRUN" ] || command -v "$MPIRUN" >/dev/null 2>&1 || skip "no MPI launcher ($MPIRUN)"
 [ -r "$LIBCOLLAR" ] || { echo "FAIL: $LIBCOLLAR not built"; exit 1; }
+
+# What goes ahead of libcollar.so in LD_PRELOAD, and the sanitizer options
+# (a value the caller exported wins).
+preload_first=""
+case $sanitizer in
+    asan)
+        preload_first=${TEST_SANITIZER_RUNTIME:-$(gcc -print-file-name=libasan.so)}
+        export ASAN_OPTIONS="suppressions=$TOP_SRCDIR/tests/asan.supp${ASAN_OPTIONS:+:$ASAN_OPTIONS}:detect_leaks=0"
+        export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+        ;;
+    tsan)
+        preload_first=${TEST_SANITIZER_RUNTIME:-$(gcc -print-file-name=libtsan.so)}
+        ;;
+    none|"") ;;
+    *) echo "FAIL: unknown TEST_SANITIZER=$sanitizer (asan, tsan or none)"; exit 1 ;;
+esac
+if [ -n "$preload_first" ]; then
+    [ -r "$preload_first" ] || { echo "FAIL: the $sanitizer runtime $preload_first is not readable"; exit 1; }
+    LIBCOLLAR=$preload_first:$LIBCOLLAR
+fi
+
+# COLLAR_TEST_VALGRIND=1: each rank runs under valgrind.
+rank_wrapper=""
+if [ -n "$valgrind" ]; then
+    [ "$sanitizer" = none ] || skip "valgrind mode needs a build without sanitizers (this one: $sanitizer)"
+    command -v valgrind >/dev/null 2>&1 || skip "valgrind mode: valgrind is not installed"
+    rank_wrapper="valgrind -q --error-exitcode=99 --suppressions=$TOP_SRCDIR/tests/valgrind.supp"
+    # Open MPI ships suppressions for its own reports.
+    ompi_supp=/usr/share/openmpi/openmpi-valgrind.supp
+    [ -r "$ompi_supp" ] && rank_wrapper="$rank_wrapper --suppressions=$ompi_supp"
+    rank_wrapper="$rank_wrapper ${VALGRIND_OPTS:-}"
+fi
 
 launcher_opts=""
 if "$MPIRUN" --version 2>/dev/null | grep -q "Open MPI\|OpenRTE"; then
@@ -58,11 +120,15 @@ run_common() {
             shift
         done
         [ $# -gt 0 ] && shift
-        echo "+ mpirun -np $np${preload:+ LD_PRELOAD=libcollar.so}$shown $*"
+        # Under valgrind LD_PRELOAD is set for the valgrind launcher, whose
+        # tool passes it on to the program.
+        echo "+ mpirun -np $np${preload:+ LD_PRELOAD=$(echo "$preload" | sed 's|[^:]*/||g')}$shown${rank_wrapper:+ valgrind} $*"
+        # "|| rc=$?": the test file runs under set -e, which would end this
+        # subshell at a failing mpirun before its output is shown.
+        rc=0
         # shellcheck disable=SC2086
         timeout -k 10 "$timeout_s" "$MPIRUN" $launcher_opts -np "$np" \
-            env ${preload:+LD_PRELOAD=$preload} "$@" >"$last_output" 2>&1
-        rc=$?
+            env ${preload:+LD_PRELOAD=$preload} $rank_wrapper "$@" >"$last_output" 2>&1 || rc=$?
         cat "$last_output"
         if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
             echo "FAIL: timed out after ${timeout_s}s"
@@ -76,7 +142,7 @@ mpi_run() {
 }
 
 mpi_run_plain() {
-    run_common "" "$@"
+    run_common "$preload_first" "$@"
 }
 
 mpi_expect() {

@@ -49,6 +49,9 @@ AC_DEFUN([COLLAR_CHECK_MPI], [
     AS_IF([test "x$MPIRUN" = xno],
           [AC_MSG_WARN([no MPI launcher found: MPI tests will be skipped])])
     collar_mpi_version_line=`$MPIRUN --version 2>/dev/null | sed -n '/./{p;q;}'`
+    # MPICH's hydra starts with "HYDRA build details:"; its version follows.
+    AS_CASE([$collar_mpi_version_line], [HYDRA*],
+        [collar_mpi_version_line="hydra `$MPIRUN --version 2>/dev/null | sed -n 's/^ *Version: *//p' | sed -n 1p`"])
     AS_IF([test -z "$collar_mpi_version_line"], [collar_mpi_version_line="version unknown"])
     AM_CONDITIONAL([COLLAR_OPEN_MPI], [test "x$collar_mpi_flavor" = "xOpen MPI"])
     AC_SUBST([collar_mpi_flavor])

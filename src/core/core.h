@@ -404,6 +404,36 @@ void collar_stats_set_tuning_source(const char *source);
  * and print the report from rank 0.  Frees everything. */
 void collar_stats_report(MPI_Comm comm);
 
+/* ------------------------------------------------------- consistency check */
+
+/*
+ * COLLAR_CHECK=1 (src/core/check.c, docs/reliability.md): before an allreduce
+ * issues anything, all ranks of the communicator verify that they agree on
+ * what this call is and on what collar is about to run for it.
+ */
+typedef struct {
+    int               nonblocking;  /* MPI_Iallreduce */
+    int               count;
+    MPI_Datatype      dtype;        /* compared by MPI_Type_size */
+    MPI_Op            op;           /* predefined ops by identity */
+    collar_mem_kind_t mem;          /* as collar classified the buffers */
+    collar_alg_t      alg;          /* selected, after eligibility */
+    size_t            chunk;        /* in force for chunked and ring, else 0 */
+} collar_check_call_t;
+
+/* Advances collar's outstanding operations; nonzero if any is outstanding. */
+typedef int (*collar_check_progress_fn_t)(void);
+
+/* Collective over `comm` (an intercommunicator is not checked): MPI_SUCCESS
+ * when every rank agrees; otherwise one message on every rank naming what
+ * differs and which ranks have which value, then the error through comm's
+ * error handler, returned (MPI_ERR_ARG: the arguments differ; MPI_ERR_OTHER:
+ * only collar's configuration does).  `progress` runs while it waits. */
+int collar_check_allreduce(MPI_Comm comm, const collar_check_call_t *call,
+                           collar_check_progress_fn_t progress);
+/* Before PMPI_Finalize: free the check's communicators and key. */
+void collar_check_finalize(void);
+
 /* ---------------------------------------------------------------- schedule */
 
 typedef enum {

@@ -13,9 +13,20 @@
  * in the order they were added; across schedules on one communicator, in the
  * order the schedules were started (the communicator's coll_turn).
  *
- * On the first failing step the schedule stops issuing, waits for what is in
- * flight (buffers must not be released under a pending copy or message), and
- * finishes with that step's error.
+ * On the first failing step the schedule records that step's error and
+ * drains: device and host work not yet started is skipped (its inputs may be
+ * missing), what is in flight is waited for (buffers must not be released
+ * under a pending copy or message), and the communication steps (internal
+ * allreduces, sends, receives) are still issued, in dependency order, on
+ * whatever the buffers hold.  The schedule then finishes with the first
+ * error.  Draining keeps the pattern of messages and collectives the same
+ * on every rank whatever step failed: when every rank fails in the same
+ * call, but at different steps (pipelines progress differently on each
+ * rank), nobody is left waiting for a message or a collective a peer gave
+ * up on, no stale message stays behind to match a later operation, and the
+ * internal collectives of later operations stay in the same order on every
+ * rank.  A failure on one rank only is not made known to the others: they
+ * complete, with results built on the failed rank's unfinished buffers.
  */
 #include "config.h"
 #include "core.h"
@@ -153,7 +164,8 @@ static const char *step_name(collar_step_kind_t kind)
 
 /* Start step `t`.  Returns OK (now active or already done), INPROGRESS
  * (must wait for its turn) or an error. */
-static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t)
+static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
+                                  int *mpi_rc)
 {
     const collar_device_t *dev = s->dev;
     collar_status_t st;
@@ -197,7 +209,7 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t)
                              t->u.allreduce.count, t->u.allreduce.dt,
                              t->u.allreduce.op, s->comm->private_comm, &t->req);
         if (rc != MPI_SUCCESS) {
-            s->mpi_error = rc;
+            *mpi_rc = rc;
             return COLLAR_ERR_MPI;
         }
         if (++s->coll_issued == s->ncoll) {
@@ -217,13 +229,21 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t)
                             &t->req);
         }
         if (rc != MPI_SUCCESS) {
-            s->mpi_error = rc;
+            *mpi_rc = rc;
             return COLLAR_ERR_MPI;
         }
         t->state = STEP_ACTIVE;
         return COLLAR_OK;
     }
     return COLLAR_ERR_INVALID;
+}
+
+/* Steps that exchange data with the other ranks: still issued after a
+ * failure (see the top of this file). */
+static int step_is_comm(collar_step_kind_t kind)
+{
+    return kind == COLLAR_STEP_IALLREDUCE || kind == COLLAR_STEP_ISEND
+           || kind == COLLAR_STEP_IRECV;
 }
 
 /* Poll an active step.  OK: it completed (or failed: see s->status). */
@@ -270,14 +290,30 @@ collar_status_t collar_sched_progress(collar_sched_t *s)
                     s->ndone++;
                     changed = 1;
                 }
-            } else if (t->state == STEP_PENDING && s->status == COLLAR_OK
-                       && deps_done(s, t)) {
-                collar_status_t st = step_issue(s, t);
+            } else if (t->state == STEP_PENDING && deps_done(s, t)) {
+                int mpi_rc = MPI_SUCCESS;
+                collar_status_t st = COLLAR_OK;
+                if (s->status != COLLAR_OK && !step_is_comm(t->kind)) {
+                    /* Draining: device and host work is skipped. */
+                    t->state = STEP_DONE;
+                } else {
+                    st = step_issue(s, t, &mpi_rc);
+                }
                 if (st < 0) {
                     collar_error(COLL, "cannot start %s of schedule %llu: %s",
                                  step_name(t->kind), (unsigned long long)s->seq,
                                  collar_status_string(st));
-                    sched_fail(s, st, s->mpi_error);
+                    sched_fail(s, st, mpi_rc);
+                    /* Given up: done, so that the steps after it drain; a
+                     * collective counts as issued, so that the turn passes
+                     * on after this schedule's last one. */
+                    if (t->kind == COLLAR_STEP_IALLREDUCE
+                        && ++s->coll_issued == s->ncoll) {
+                        pass_turn(s);
+                    }
+                    t->state = STEP_DONE;
+                    s->ndone++;
+                    changed = 1;
                 } else if (st == COLLAR_OK) {
                     changed = 1;
                     if (t->state == STEP_DONE) {
@@ -297,11 +333,9 @@ collar_status_t collar_sched_progress(collar_sched_t *s)
         }
     } while (changed && s->ndone < s->nsteps);
 
-    if (s->status != COLLAR_OK) {
-        pass_turn(s);  /* never block the schedules behind this one */
-    }
-    if (s->turn_done && s->nactive == 0
-        && (s->ndone == s->nsteps || s->status != COLLAR_OK)) {
+    /* A failed schedule drains to the end like a good one: every collective
+     * step is issued or given up, and the last one passes the turn on. */
+    if (s->turn_done && s->nactive == 0 && s->ndone == s->nsteps) {
         s->finished = 1;
         return COLLAR_OK;
     }

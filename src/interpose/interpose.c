@@ -53,7 +53,8 @@ COLLAR_EXPORT int collar_set_algorithm(const char *name, size_t chunk)
     }
     collar_cfg.algorithm = (collar_alg_t)alg;
     collar_cfg.chunk_size = chunk;
-    pass_all = dev == &collar_device_none && collar_select_host_native();
+    pass_all = dev == &collar_device_none && collar_select_host_native()
+               && !collar_cfg.check;
     straight = pass_all && !collar_stats_on;
     collar_debug(COLL, "algorithm set to %s, chunk %zu", name, chunk);
     return 0;
@@ -111,8 +112,10 @@ static void collar_startup(void)
     collar_stats_init();
     collar_stats_set_tuning_source(collar_select_sources());
     /* Host buffers only, every rule for them native, nothing to record:
-     * every allreduce goes straight to the MPI library. */
-    pass_all = dev == &collar_device_none && collar_select_host_native();
+     * every allreduce goes straight to the MPI library (not under
+     * COLLAR_CHECK, which checks every call). */
+    pass_all = dev == &collar_device_none && collar_select_host_native()
+               && !collar_cfg.check;
     state = STATE_ACTIVE;
     straight = pass_all && !collar_stats_on;
     if (rank == 0) {
@@ -132,6 +135,7 @@ static void collar_shutdown(void)
     }
     collar_run_drain();
     collar_stats_report(MPI_COMM_WORLD);
+    collar_check_finalize();
     collar_comm_finalize();
     collar_pool_release_all();
     collar_device_close();
@@ -247,6 +251,27 @@ static void stats_done(collar_stats_call_t *stat, double t0)
     collar_stats_record(stat);
 }
 
+/* COLLAR_CHECK=1: all ranks agree on this call and on what runs for it
+ * (plan NULL: native on host memory), before anything of it is issued. */
+static int check_agree(int count, MPI_Datatype dtype, MPI_Op op,
+                       MPI_Comm comm, MPI_Request *request,
+                       collar_mem_kind_t mem, const collar_plan_t *plan)
+{
+    collar_check_call_t c = {
+        .nonblocking = request != NULL, .count = count, .dtype = dtype,
+        .op = op, .mem = mem, .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
+    };
+    if (plan != NULL
+        && (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING)) {
+        c.chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
+    }
+    int rc = collar_check_allreduce(comm, &c, collar_progress_all);
+    if (rc != MPI_SUCCESS && request != NULL) {
+        *request = MPI_REQUEST_NULL;
+    }
+    return rc;
+}
+
 int collar_allreduce(const void *sbuf, void *rbuf, int count,
                      MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
                      MPI_Request *request, collar_stats_call_t *stat)
@@ -256,6 +281,15 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     if (comm == MPI_COMM_NULL || count <= 0 || dtype == MPI_DATATYPE_NULL
         || op == MPI_OP_NULL || rbuf == MPI_IN_PLACE
         || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
+        if (count == 0 && collar_cfg.check && comm != MPI_COMM_NULL
+            && dtype != MPI_DATATYPE_NULL && op != MPI_OP_NULL
+            && rbuf != MPI_IN_PLACE) {
+            /* Count 0 is checked too (intercommunicators are not). */
+            int rc = check_agree(0, dtype, op, comm, request, COLLAR_MEM_HOST, NULL);
+            if (rc != MPI_SUCCESS) {
+                return rc;
+            }
+        }
         int rc = pass_through(sbuf, rbuf, count, dtype, op, comm, request);
         if (stat != NULL && rc == MPI_SUCCESS && count >= 0) {
             /* Nothing to move (count 0) or an intercommunicator: the MPI
@@ -297,6 +331,12 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     collar_plan_t plan;
     collar_select(&key, &plan);
     collar_algo_eligible(&call, mpi_cuda_aware, &plan);
+    if (collar_cfg.check) {
+        int rc = check_agree(count, dtype, op, comm, request, call.mem, &plan);
+        if (rc != MPI_SUCCESS) {
+            return rc;
+        }
+    }
     log_choice(comm, &key, &plan);
     if (stat != NULL) {
         stat->alg = plan.alg;

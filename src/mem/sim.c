@@ -9,7 +9,15 @@
  *     finished the operation it was recorded for;
  *   - COLLAR_SIM_JITTER adds a random delay before each operation, so that a
  *     schedule that reads a buffer before waiting for the copy into it reads
- *     stale bytes, and the tests catch it.
+ *     stale bytes, and the tests catch it;
+ *   - COLLAR_SIM_FAIL="alloc:N,copy:M" (either or both, each at most once,
+ *     N, M >= 1) injects failures, counted per process: the N-th host_alloc
+ *     (staging allocation) returns COLLAR_ERR_NO_MEMORY; the M-th copy is
+ *     accepted and queued like any other, but is not performed and its
+ *     event reports COLLAR_ERR_DEVICE when it completes.  Failing the event
+ *     rather than copy_async models an asynchronous device error (the way a
+ *     CUDA copy fails) and exercises the schedule's error path with other
+ *     steps in flight.  A malformed value is one warning and no injection.
  * Worker threads start on the first operation, so a process that never
  * stages anything never has them.
  */
@@ -30,6 +38,7 @@ typedef enum { SIM_COPY, SIM_REDUCE } sim_kind_t;
 typedef struct sim_op {
     struct sim_op *next;
     sim_kind_t     kind;
+    int            fail;    /* injected failure: skip the operation */
     uint64_t       ticket;
     void          *dst;
     const void    *src;
@@ -55,6 +64,14 @@ static struct collar_stream sim_streams[SIM_MAX_STREAMS];
 static int                  sim_nstreams;
 static int                  sim_started;
 static pthread_mutex_t      sim_start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* COLLAR_SIM_FAIL: which allocation and which copy fail (0: none), and the
+ * counts so far.  The event of a failed copy points its handle here. */
+static uint64_t         sim_fail_alloc_at;
+static uint64_t         sim_fail_copy_at;
+static _Atomic uint64_t sim_nallocs;
+static _Atomic uint64_t sim_ncopies;
+static char             sim_failed_marker;
 
 static void sim_sleep_ns(uint64_t ns)
 {
@@ -114,7 +131,9 @@ static void *sim_worker(void *arg)
         pthread_mutex_unlock(&s->lock);
 
         sim_jitter(s);
-        if (op->kind == SIM_COPY) {
+        if (op->fail) {
+            /* Injected failure: nothing is done; the event reports it. */
+        } else if (op->kind == SIM_COPY) {
             uint64_t t0 = now_ns();
             if (op->bytes != 0 && op->dst != op->src) {
                 memmove(op->dst, op->src, op->bytes);
@@ -160,6 +179,69 @@ static collar_status_t sim_start_workers(void)
     return st;
 }
 
+/* One "kind:N" item of COLLAR_SIM_FAIL into *at; 0 when malformed or
+ * repeated. */
+static int sim_fail_item(const char *p, size_t len, const char *kind,
+                         uint64_t *at)
+{
+    const size_t klen = strlen(kind);
+    if (len <= klen + 1 || strncmp(p, kind, klen) != 0 || p[klen] != ':'
+        || *at != 0) {
+        return 0;
+    }
+    uint64_t v = 0;
+    for (size_t i = klen + 1; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9' || v > (UINT64_MAX - 9) / 10) {
+            return 0;
+        }
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    if (v == 0) {
+        return 0;
+    }
+    *at = v;
+    return 1;
+}
+
+/* Parse COLLAR_SIM_FAIL: "alloc:N", "copy:M" or both, comma-separated. */
+static void sim_fail_parse(const char *spec)
+{
+    sim_fail_alloc_at = 0;
+    sim_fail_copy_at = 0;
+    atomic_store(&sim_nallocs, 0);
+    atomic_store(&sim_ncopies, 0);
+    if (spec == NULL || spec[0] == '\0') {
+        return;
+    }
+    uint64_t alloc_at = 0, copy_at = 0;
+    const char *p = spec;
+    int ok = 1;
+    for (;;) {
+        const size_t n = strcspn(p, ",");
+        if (!sim_fail_item(p, n, "alloc", &alloc_at)
+            && !sim_fail_item(p, n, "copy", &copy_at)) {
+            ok = 0;
+            break;
+        }
+        if (p[n] == '\0') {
+            break;
+        }
+        p += n + 1;
+    }
+    if (!ok) {
+        collar_warn_lead(ENV, "COLLAR_SIM_FAIL='%.64s' is invalid: expected "
+                         "alloc:N and/or copy:M, comma-separated, each at most "
+                         "once, N and M from 1 (e.g. alloc:3,copy:10); no "
+                         "failure is injected", spec);
+        return;
+    }
+    sim_fail_alloc_at = alloc_at;
+    sim_fail_copy_at = copy_at;
+    collar_debug(MEM, "sim device: allocation %llu and copy %llu fail "
+                 "(0: none)", (unsigned long long)alloc_at,
+                 (unsigned long long)copy_at);
+}
+
 static collar_status_t sim_init(void)
 {
     sim_nstreams = (int)collar_cfg.sim_streams;
@@ -175,6 +257,7 @@ static collar_status_t sim_init(void)
                  ^ (unsigned)getpid() * 40503u ^ (unsigned)i;
     }
     sim_started = 0;
+    sim_fail_parse(collar_cfg.sim_fail);
     if (collar_cfg.sim_jitter_us > 0) {
         collar_debug(MEM, "sim device: jitter up to %ld us per operation",
                      collar_cfg.sim_jitter_us);
@@ -211,6 +294,13 @@ static collar_status_t sim_mem_query(const void *ptr, collar_mem_kind_t *kind)
 
 static collar_status_t sim_host_alloc(size_t bytes, void **ptr)
 {
+    if (sim_fail_alloc_at != 0
+        && atomic_fetch_add(&sim_nallocs, 1) + 1 == sim_fail_alloc_at) {
+        collar_debug(MEM, "sim: injected failure of allocation %llu (%zu bytes)",
+                     (unsigned long long)sim_fail_alloc_at, bytes);
+        *ptr = NULL;
+        return COLLAR_ERR_NO_MEMORY;
+    }
     if (posix_memalign(ptr, 64, bytes ? bytes : 1) != 0) {
         return COLLAR_ERR_NO_MEMORY;
     }
@@ -268,7 +358,18 @@ static collar_status_t sim_copy_async(void *dst, const void *src, size_t bytes,
     op->dst = dst;
     op->src = src;
     op->bytes = bytes;
-    return sim_enqueue(op, stream, done);
+    if (sim_fail_copy_at != 0
+        && atomic_fetch_add(&sim_ncopies, 1) + 1 == sim_fail_copy_at) {
+        op->fail = 1;
+        collar_debug(MEM, "sim: injected failure of copy %llu (%zu bytes)",
+                     (unsigned long long)sim_fail_copy_at, bytes);
+    }
+    const int fail = op->fail;  /* the op is the worker's once queued */
+    collar_status_t st = sim_enqueue(op, stream, done);
+    if (st == COLLAR_OK && fail) {
+        done->handle = &sim_failed_marker;
+    }
+    return st;
 }
 
 static collar_status_t sim_reduce_async(void *inout, const void *in,
@@ -299,7 +400,10 @@ static collar_status_t sim_event_query(collar_event_t *ev)
         return COLLAR_OK;
     }
     uint64_t done = atomic_load_explicit(&s->completed, memory_order_acquire);
-    return done >= ev->ticket ? COLLAR_OK : COLLAR_INPROGRESS;
+    if (done < ev->ticket) {
+        return COLLAR_INPROGRESS;
+    }
+    return ev->handle == &sim_failed_marker ? COLLAR_ERR_DEVICE : COLLAR_OK;
 }
 
 static collar_status_t sim_order_after_caller(void)

@@ -310,6 +310,10 @@ static void test_errors(void)
     {
         size_t n = 5000;
         char *text = malloc(n + 32);
+        if (text == NULL) {
+            printf("FAIL: out of memory\n");
+            exit(1);
+        }
         memcpy(text, "version 1\n# ", 12);
         memset(text + 12, 'x', n);
         strcpy(text + 12 + n, "\n");

@@ -1,0 +1,184 @@
+#!/bin/bash
+# CI, the stages after the README's two commands (.ci/run runs them first,
+# then this script, from the top of the tree):
+#
+#   deps    apt-get what these stages need (mpich libmpich-dev clang
+#           libclang-rt-dev) when missing, keeping mpicc/mpirun on Open MPI
+#   asan    build-asan/: ../configure --enable-asan, make
+#           check (unit and MPI suites under AddressSanitizer + UBSan)
+#   mpich   build-mpich/: ../configure MPICC=mpicc.mpich,
+#           make check (the tests launch with mpirun.mpich)
+#   fuzz    the tuning-table fuzzer (tests/fuzz/fuzz_table.c) for
+#           FUZZ_SECONDS (60) on a scratch copy of the committed corpus, in
+#           build-fuzz/; a crash fails CI and stays in build-fuzz/
+#
+# Each stage prints a header and its time; a summary comes last.  Expected
+# time on 2 cores: deps 0-1 min, asan ~6 min, mpich ~6 min, fuzz ~1.5 min.
+# CI_EXTRA_STAGES="asan fuzz" runs some stages only (deps always runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$PWD
+jobs=$(nproc)
+summary=""
+stage_name=""
+stage_t0=$SECONDS
+
+stage_begin() {
+    stage_name=$1
+    stage_t0=$SECONDS
+    echo
+    echo "=================== ci-extra: $stage_name ($(date '+%H:%M:%S'))"
+}
+
+stage_end() {
+    local t=$((SECONDS - stage_t0))
+    echo "=================== ci-extra: $stage_name: ok in ${t} s"
+    summary="$summary  $stage_name: ok, ${t} s"$'\n'
+    stage_name=""
+}
+
+on_error() {
+    [ -n "$stage_name" ] || return 0
+    echo "=================== ci-extra: $stage_name: FAILED after $((SECONDS - stage_t0)) s"
+    printf '%s' "$summary"
+}
+trap on_error ERR
+
+wanted() {
+    case " ${CI_EXTRA_STAGES:-asan mpich fuzz} " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+
+# make check in build dir $1; on failure the tail of the suite's log.
+check_in() {
+    make -C "$1" check || {
+        tail -300 "$1/tests/test-suite.log" 2>/dev/null || true
+        return 1
+    }
+}
+
+# ------------------------------------------------------------------ deps
+stage_begin deps
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+missing=""
+for p in mpich libmpich-dev clang libclang-rt-dev; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+        || missing="$missing $p"
+done
+# Installing MPICH registers it in the mpi and mpirun alternatives; Open MPI
+# has the higher priority on amd64, but a machine in manual mode (or another
+# architecture) could switch.  The README build (build/) is Open MPI's:
+# whatever mpicc/mpirun pointed to before stays.
+mpicc_before=$(readlink -f "$(command -v mpicc)")
+mpirun_before=$(readlink -f "$(command -v mpirun)")
+if [ -n "$missing" ]; then
+    echo "ci-extra: installing$missing"
+    $sudo apt-get update -qq
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
+fi
+mpicc_after=$(readlink -f "$(command -v mpicc)")
+mpirun_after=$(readlink -f "$(command -v mpirun)")
+if [ "$mpicc_after" != "$mpicc_before" ]; then
+    echo "ci-extra: installing MPICH switched mpicc to $mpicc_after; back to $mpicc_before"
+    $sudo update-alternatives --set mpi "$mpicc_before"
+fi
+if [ "$mpirun_after" != "$mpirun_before" ]; then
+    echo "ci-extra: installing MPICH switched mpirun to $mpirun_after; back to $mpirun_before"
+    $sudo update-alternatives --set mpirun "$mpirun_before"
+fi
+update-alternatives --display mpi | sed -n '1,3p'
+update-alternatives --display mpirun | sed -n '1,3p'
+mpirun --version 2>&1 | sed -n 1p
+# The README build must be Open MPI's: its configure found the launcher
+# matching the library behind mpicc.
+readme_mpirun=$(sed -n 's/^MPIRUN = //p' build/tests/Makefile)
+echo "ci-extra: the README build (build/) tests with $readme_mpirun"
+if ! "$readme_mpirun" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then
+    echo "ci-extra: FAIL: build/ was configured against $readme_mpirun, not Open MPI:" \
+         "mpicc points to $(readlink -f "$(command -v mpicc)") (update-alternatives --auto mpi)"
+    false
+fi
+for tool in mpicc.mpich mpirun.mpich clang; do
+    command -v "$tool" >/dev/null || { echo "ci-extra: FAIL: $tool not found"; false; }
+done
+stage_end
+
+# ------------------------------------------------------------------ asan
+if wanted asan; then
+    stage_begin "asan (AddressSanitizer + UBSan, build-asan/)"
+    rm -rf build-asan
+    mkdir build-asan
+    # No --enable-werror here: gcc 12 gives false -Warray-bounds warnings
+    # under -fsanitize=address (tests/unit/test_tuning.c, an unchecked
+    # malloc); the plain and MPICH builds keep warnings fatal.
+    (cd build-asan && ../configure --enable-asan >configure.out) \
+        || { tail -40 build-asan/config.log; false; }
+    sed -n '/^collar .* configured/,$p' build-asan/configure.out
+    make -C build-asan -j"$jobs" >build-asan/make.out 2>&1 || { tail -60 build-asan/make.out; false; }
+    check_in build-asan
+    # A report that did not fail its test (there should be none) still fails CI.
+    if grep -l "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" \
+            build-asan/tests/*.log build-asan/tests/*/*.log 2>/dev/null | grep -v test-suite.log; then
+        echo "ci-extra: FAIL: sanitizer reports in the logs above"
+        false
+    fi
+    stage_end
+fi
+
+# ------------------------------------------------------------------ mpich
+if wanted mpich; then
+    stage_begin "mpich (MPICC=mpicc.mpich, build-mpich/)"
+    rm -rf build-mpich
+    mkdir build-mpich
+    (cd build-mpich && ../configure MPICC=mpicc.mpich >configure.out) \
+        || { tail -40 build-mpich/config.log; false; }
+    sed -n '/^collar .* configured/,$p' build-mpich/configure.out
+    grep -q "^MPIRUN = .*mpich" build-mpich/tests/Makefile \
+        || { echo "ci-extra: FAIL: build-mpich does not launch with MPICH's mpirun"; false; }
+    make -C build-mpich -j"$jobs" >build-mpich/make.out 2>&1 || { tail -60 build-mpich/make.out; false; }
+    check_in build-mpich
+    stage_end
+fi
+
+# ------------------------------------------------------------------ fuzz
+if wanted fuzz; then
+    fuzz_s=${FUZZ_SECONDS:-60}
+    stage_begin "fuzz (tuning-table parser, ${fuzz_s} s, build-fuzz/)"
+    rm -rf build-fuzz
+    mkdir build-fuzz
+    # The build line of tests/fuzz/fuzz_table.c's header, warnings on and
+    # UBSan fatal (a report is then a crash that libFuzzer saves).
+    # shellcheck disable=SC2046
+    clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+        -Wall -Wextra -Werror \
+        -Ibuild -Isrc -Iinclude $(mpicc.openmpi --showme:compile) \
+        tests/fuzz/fuzz_table.c src/core/tuning.c src/core/config.c \
+        src/core/log.c src/core/status.c -pthread -o build-fuzz/fuzz_table
+    cp -R tests/fuzz/corpus build-fuzz/corpus
+    mkdir build-fuzz/artifacts
+    ncorpus=$(find build-fuzz/corpus -type f | wc -l)
+    echo "ci-extra: fuzzing for ${fuzz_s} s from $ncorpus corpus files (a scratch copy)"
+    if ! build-fuzz/fuzz_table -max_len=8192 -max_total_time="$fuzz_s" -print_final_stats=1 \
+            -artifact_prefix="$top/build-fuzz/artifacts/" build-fuzz/corpus \
+            >build-fuzz/fuzz.log 2>&1; then
+        tail -80 build-fuzz/fuzz.log
+        echo "ci-extra: FAIL: the fuzzer found a crash; input(s):"
+        for f in build-fuzz/artifacts/*; do
+            [ -f "$f" ] || continue
+            echo "--- $f"
+            od -c "$f" | head -20
+        done
+        echo "reproduce: build-fuzz/fuzz_table <input>"
+        false
+    fi
+    grep -E "^(#[0-9]+ +DONE|Done [0-9]+ runs|stat::number_of_executed_units)" build-fuzz/fuzz.log || true
+    echo "ci-extra: corpus grew from $ncorpus to $(find build-fuzz/corpus -type f | wc -l) files" \
+         "(new inputs stay in build-fuzz/corpus; tests/fuzz/corpus is unchanged)"
+    stage_end
+fi
+
+echo
+echo "=================== ci-extra: all stages passed"
+printf '%s' "$summary"
