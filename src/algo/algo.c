@@ -45,6 +45,17 @@ collar_status_t collar_call_validate(const collar_call_t *call,
             return COLLAR_ERR_INVALID;
         }
         PMPI_Wait(&req, MPI_STATUS_IGNORE);
+        /* A predefined op on a derived datatype: the library may refuse it
+         * (Open MPI 4.1 and MPICH 4.0 do).  Ask it with a one-rank in-place
+         * allreduce, which moves no data. */
+        MPI_Comm probe = collar_comm_probe();
+        if (call->cop != COLLAR_OP_NONE && probe != MPI_COMM_NULL) {
+            if (PMPI_Iallreduce(MPI_IN_PLACE, call->rbuf, 1, call->dtype, call->op,
+                                probe, &req) != MPI_SUCCESS) {
+                return COLLAR_ERR_INVALID;
+            }
+            PMPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
     }
     return COLLAR_OK;
 }

@@ -51,9 +51,9 @@ collar_status_t collar_call_describe(collar_call_t *call);
  *     probed with a one-element send to MPI_PROC_NULL (no data moves; a
  *     zero-count send is not checked by MPICH) on the private
  *     communicator, whose errors return to collar.
- * A predefined op on a derived datatype is left to the MPI library's own
- * allreduce on the host copy (some libraries accept it): when the library
- * refuses it, the error comes at completion.
+ *   - a predefined op on a derived datatype the library refuses (some
+ *     accept it), probed with a one-rank in-place allreduce (no data moves)
+ *     on collar's duplicate of MPI_COMM_SELF.
  */
 collar_status_t collar_call_validate(const collar_call_t *call,
                                      const collar_comm_t *comm);

@@ -13,6 +13,12 @@
 #include <stdlib.h>
 
 static int comm_keyval = MPI_KEYVAL_INVALID;
+static MPI_Comm probe_comm = MPI_COMM_NULL;
+
+MPI_Comm collar_comm_probe(void)
+{
+    return probe_comm;
+}
 
 static int comm_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
@@ -40,6 +46,11 @@ collar_status_t collar_comm_init(void)
         collar_error(INIT, "cannot create a communicator attribute key (MPI error %d)", rc);
         return COLLAR_ERR_MPI;
     }
+    if (PMPI_Comm_dup(MPI_COMM_SELF, &probe_comm) == MPI_SUCCESS) {
+        PMPI_Comm_set_errhandler(probe_comm, MPI_ERRORS_RETURN);
+    } else {
+        probe_comm = MPI_COMM_NULL;
+    }
     return COLLAR_OK;
 }
 
@@ -61,6 +72,9 @@ void collar_comm_finalize(void)
     }
     PMPI_Comm_free_keyval(&comm_keyval);
     comm_keyval = MPI_KEYVAL_INVALID;
+    if (probe_comm != MPI_COMM_NULL) {
+        PMPI_Comm_free(&probe_comm);
+    }
 }
 
 collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state)

@@ -256,6 +256,9 @@ typedef struct collar_comm {
 collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state);
 collar_status_t collar_comm_init(void);
 void collar_comm_finalize(void);
+/* A duplicate of MPI_COMM_SELF whose errors return to collar: for asking
+ * the MPI library, with one-rank calls, whether it accepts arguments. */
+MPI_Comm collar_comm_probe(void);
 
 /* -------------------------------------------------------------- selection */
 
