@@ -21,20 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static long rss_kb(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    long size = 0, resident = 0;
-    if (f == NULL) {
-        return -1;
-    }
-    if (fscanf(f, "%ld %ld", &size, &resident) != 2) {
-        resident = -1;
-    }
-    fclose(f);
-    return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 int main(int argc, char **argv)
 {
     int cycles = 10000, count = 64;
@@ -68,7 +54,7 @@ int main(int argc, char **argv)
     int bad = 0, c;
     for (c = 0; c < cycles && bad == 0; c++) {
         if (c == cycles / 10) {
-            rss0 = rss_kb();
+            rss0 = tu_rss_kb();
         }
         MPI_Comm comm;
         int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
@@ -102,7 +88,7 @@ int main(int argc, char **argv)
             bad = 1;
         }
     }
-    const long rss1 = rss_kb();
+    const long rss1 = tu_rss_kb();
     tu_check(c == cycles, "cycles", "%d of %d cycles done", c, cycles);
     tu_check(rss0 >= 0 && rss1 >= 0 && rss1 - rss0 <= bound_kb, "memory",
              "resident set %ld KiB after %d cycles, %ld KiB after %d (bound: "

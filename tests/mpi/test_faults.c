@@ -48,20 +48,6 @@ static int    opt_window = 1;     /* --window W: W MPI_Iallreduce, MPI_Waitall *
 static int    opt_loop = 1000;
 static long   opt_rss_bound_kb = 8192;
 
-static long rss_kb(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    long size = 0, resident = 0;
-    if (f == NULL) {
-        return -1;
-    }
-    if (fscanf(f, "%ld %ld", &size, &resident) != 2) {
-        resident = -1;
-    }
-    fclose(f);
-    return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
 static int input(int rank, int call, int i)
 {
     return (rank + 1) * 1000 + (i % 997) + call;
@@ -252,7 +238,7 @@ int main(int argc, char **argv)
     int loop_bad = 0;
     for (int c = 0; c < opt_loop; c++) {
         if (c == warm) {
-            rss0 = rss_kb();
+            rss0 = tu_rss_kb();
         }
         int rc = one_call(comm, sbuf, rbuf, opt_calls + c);
         if (rc != MPI_SUCCESS) {
@@ -266,7 +252,7 @@ int main(int argc, char **argv)
         }
     }
     if (opt_loop > 0) {
-        long rss1 = rss_kb();
+        long rss1 = tu_rss_kb();
         tu_check(rss0 >= 0 && rss1 >= 0 && rss1 - rss0 <= opt_rss_bound_kb,
                  "memory", "resident set %ld KiB after %d calls, %ld KiB after "
                  "%d (bound: +%ld KiB)", rss0, warm, rss1, opt_loop,

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *g_prog = "mpi-test";
 static int g_rank = -1;
@@ -249,4 +250,18 @@ void tu_progress_guard(double t0, const char *what)
                 g_timeout);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+}
+
+long tu_rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+    if (f == NULL) {
+        return -1;
+    }
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2) {
+        resident = -1;
+    }
+    fclose(f);
+    return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
 }

@@ -75,6 +75,9 @@ int tu_finish(void);
  * exit with status 77.  Must be called collectively. */
 TU_NORETURN void tu_skip(const char *fmt, ...) TU_PRINTF(1, 2);
 
+/* This process's resident set in KiB (/proc/self/statm), -1 if unknown. */
+long tu_rss_kb(void);
+
 /* MPI_Error_string of rc (thread-local buffer). */
 const char *tu_errstr(int rc);
 
