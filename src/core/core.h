@@ -361,6 +361,9 @@ const collar_rule_t *collar_table_match(const collar_table_t *table,
 /* Write the table back in the file format: a system comment, "version 1",
  * one canonical rule a line; parsing it gives the same rules and hash. */
 void collar_table_write(const collar_table_t *table, FILE *out);
+/* 1 when both tables hold the same rules, in the same order (lines and
+ * comments aside). */
+int collar_table_same_rules(const collar_table_t *a, const collar_table_t *b);
 /* One rule, canonical: "allreduce device 2-8 0-64K chunked chunk=1M". */
 void collar_rule_format(const collar_rule_t *rule, char *buf, size_t len);
 

@@ -902,6 +902,23 @@ const collar_rule_t *collar_table_match(const collar_table_t *table,
     return NULL;
 }
 
+int collar_table_same_rules(const collar_table_t *a, const collar_table_t *b)
+{
+    if (a->nrules != b->nrules) {
+        return 0;
+    }
+    for (int i = 0; i < a->nrules; i++) {
+        const collar_rule_t *x = &a->rules[i], *y = &b->rules[i];
+        if (x->coll != y->coll || x->mem != y->mem || x->ranks_lo != y->ranks_lo
+            || x->ranks_hi != y->ranks_hi || x->bytes_lo != y->bytes_lo
+            || x->bytes_hi != y->bytes_hi || x->alg != y->alg
+            || x->chunk != y->chunk) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 void collar_rule_format(const collar_rule_t *rule, char *buf, size_t len)
 {
     format_rule(rule, 1, buf, len);

@@ -29,23 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int same_rules(const collar_table_t *a, const collar_table_t *b)
-{
-    if (a->nrules != b->nrules) {
-        return 0;
-    }
-    for (int i = 0; i < a->nrules; i++) {
-        const collar_rule_t *x = &a->rules[i], *y = &b->rules[i];
-        if (x->coll != y->coll || x->mem != y->mem || x->ranks_lo != y->ranks_lo
-            || x->ranks_hi != y->ranks_hi || x->bytes_lo != y->bytes_lo
-            || x->bytes_hi != y->bytes_hi || x->alg != y->alg
-            || x->chunk != y->chunk) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 static char *write_table(const collar_table_t *t, size_t *len)
 {
     char *buf = NULL;
@@ -126,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fprintf(stderr, "written table does not parse: %s\n%s", err, out);
             abort();
         }
-        if (u.hash != t.hash || !same_rules(&t, &u)
+        if (u.hash != t.hash || !collar_table_same_rules(&t, &u)
             || strcmp(u.system, t.system) != 0) {
             fprintf(stderr, "round trip differs:\n%s", out);
             abort();

@@ -373,23 +373,6 @@ static void test_errors(void)
 
 /* ------------------------------------------------------------ valid tables */
 
-static int same_rules(const collar_table_t *a, const collar_table_t *b)
-{
-    if (a->nrules != b->nrules) {
-        return 0;
-    }
-    for (int i = 0; i < a->nrules; i++) {
-        const collar_rule_t *x = &a->rules[i], *y = &b->rules[i];
-        if (x->coll != y->coll || x->mem != y->mem || x->ranks_lo != y->ranks_lo
-            || x->ranks_hi != y->ranks_hi || x->bytes_lo != y->bytes_lo
-            || x->bytes_hi != y->bytes_hi || x->alg != y->alg
-            || x->chunk != y->chunk) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 static void test_valid(void)
 {
     collar_table_t t, u;
@@ -415,18 +398,18 @@ static void test_valid(void)
     /* CR LF, tabs, comments, other spellings of the same sizes: same rules,
      * same hash. */
     if (OK(example_crlf, 0, &u)) {
-        UNIT_CHECK(same_rules(&t, &u) && u.hash == t.hash, "CR LF differs");
+        UNIT_CHECK(collar_table_same_rules(&t, &u) && u.hash == t.hash, "CR LF differs");
         UNIT_CHECK(strcmp(u.system, t.system) == 0, "CR LF system '%s'", u.system);
         collar_table_free(&u);
     }
     if (OK(example_tabs, 0, &u)) {
-        UNIT_CHECK(same_rules(&t, &u) && u.hash == t.hash, "tabs differ");
+        UNIT_CHECK(collar_table_same_rules(&t, &u) && u.hash == t.hash, "tabs differ");
         UNIT_CHECK(u.system[0] == '\0' && u.version == 1, "tabs: system '%s'",
                    u.system);
         collar_table_free(&u);
     }
     if (OK(example_inline, 1, &u)) {
-        UNIT_CHECK(same_rules(&t, &u) && u.hash == t.hash, "inline differs");
+        UNIT_CHECK(collar_table_same_rules(&t, &u) && u.hash == t.hash, "inline differs");
         UNIT_CHECK(u.version == 0, "inline version %d", u.version);
         UNIT_CHECK(u.rules[1].line == 2 && u.rules[2].line == 3, "inline lines");
         collar_table_free(&u);
@@ -434,7 +417,7 @@ static void test_valid(void)
     if (OK("version 1 ; allreduce device 2-8 0-64K staged;;\n"
            "allreduce device 2-8 64K-16M chunked chunk=1M ;"
            "allreduce any 1-inf 16M-inf chunked chunk=4M # system: inline", 1, &u)) {
-        UNIT_CHECK(same_rules(&t, &u) && u.hash == t.hash, "inline with version");
+        UNIT_CHECK(collar_table_same_rules(&t, &u) && u.hash == t.hash, "inline with version");
         UNIT_CHECK(u.version == 1 && strcmp(u.system, "inline") == 0,
                    "inline version %d system '%s'", u.version, u.system);
         collar_table_free(&u);
@@ -664,7 +647,7 @@ static void test_write(void)
     UNIT_CHECK(text != NULL && strcmp(text, canonical) == 0, "canonical:\n%s",
                text ? text : "(null)");
     if (text != NULL && OK(text, 0, &u)) {
-        UNIT_CHECK(same_rules(&t, &u) && u.hash == t.hash
+        UNIT_CHECK(collar_table_same_rules(&t, &u) && u.hash == t.hash
                    && strcmp(u.system, t.system) == 0, "round trip");
         collar_table_free(&u);
     }
@@ -703,7 +686,7 @@ static void test_write(void)
         UNIT_CHECK(text != NULL && strcmp(text, odd_canonical) == 0,
                    "odd canonical:\n%s", text ? text : "(null)");
         if (text != NULL && OK(text, 0, &u)) {
-            UNIT_CHECK(same_rules(&t, &u) && u.hash == t.hash, "odd round trip");
+            UNIT_CHECK(collar_table_same_rules(&t, &u) && u.hash == t.hash, "odd round trip");
             collar_table_free(&u);
         }
         free(text);
