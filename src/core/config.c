@@ -27,7 +27,8 @@ typedef enum {
     CFG_SIZE,
     CFG_ENUM,
     CFG_STRING,
-    CFG_SUBSYS
+    CFG_SUBSYS,
+    CFG_LIST      /* a bit per choice: all, none or a comma-separated list */
 } cfg_type_t;
 
 typedef struct {
@@ -62,6 +63,20 @@ static const char *const stats_formats[] = {
 static const char *const subsys_names[] = {
     "init", "env", "tuning", "coll", "mem", "stats", NULL
 };
+/* Indexed by collar_coll_t; COLLAR_COLLECTIVES lists those from bcast on. */
+static const char *const coll_names[] = {
+    "allreduce", "bcast", "allgather", "allgatherv", "alltoall", "alltoallv",
+    "reduce_scatter", "reduce_scatter_block", "reduce", "gather", "gatherv",
+    "scatter", "scatterv", NULL
+};
+
+const char *collar_coll_name(collar_coll_t coll)
+{
+    if ((int)coll < 0 || coll >= COLLAR_COLL_COUNT) {
+        return "unknown";
+    }
+    return coll_names[coll];
+}
 
 const char *collar_alg_name(collar_alg_t alg)
 {
@@ -126,6 +141,14 @@ static const cfg_row_t table[] = {
     { "COLLAR_STAGING_POOL", CFG_SIZE, "256M",
       "Most pinned host memory kept for reuse between calls (K, M, G suffixes).",
       FIELD(staging_pool), NULL, 0, 0 },
+    { "COLLAR_COLLECTIVES", CFG_LIST, "all",
+      "Collectives whose device buffers collar stages through host memory when "
+      "the MPI library does not take device pointers (docs/collectives.md): "
+      "all, none, or a comma-separated list of bcast, allgather, allgatherv, "
+      "alltoall, alltoallv, reduce_scatter, reduce_scatter_block, reduce, "
+      "gather, gatherv, scatter, scatterv; the others go straight to the MPI "
+      "library.",
+      FIELD(collectives), &coll_names[COLLAR_COLL_BCAST], 0, 0 },
     { "COLLAR_CHECK", CFG_BOOL, "0",
       "Verify on every call that all ranks agree (count, datatype size, op, "
       "memory kind, rules in force); a mismatch fails with a message naming "
@@ -286,10 +309,24 @@ static collar_status_t parse_enum(const char *s, const char *const *choices,
     return COLLAR_ERR_INVALID;
 }
 
-static collar_status_t parse_subsys(const char *s, unsigned *out)
+/* "all", or a comma-separated list of `choices` (bit i for choices[i]);
+ * with allow_none, "none" too (no bit).  On error `bad` names the token
+ * that is not a choice ("" when the list itself is malformed). */
+static collar_status_t parse_list(const char *s, const char *const *choices,
+                                  int allow_none, unsigned *out, char *bad,
+                                  size_t badlen)
 {
+    bad[0] = '\0';
+    unsigned all = 0;
+    for (int i = 0; choices[i] != NULL; i++) {
+        all |= 1u << i;
+    }
     if (strcasecmp(s, "all") == 0) {
-        *out = COLLAR_SUB_ALL;
+        *out = all;
+        return COLLAR_OK;
+    }
+    if (allow_none && strcasecmp(s, "none") == 0) {
+        *out = 0;
         return COLLAR_OK;
     }
     unsigned mask = 0;
@@ -297,13 +334,14 @@ static collar_status_t parse_subsys(const char *s, unsigned *out)
     while (*p != '\0') {
         size_t n = strcspn(p, ",");
         int found = 0;
-        for (int i = 0; subsys_names[i] != NULL; i++) {
-            if (n == strlen(subsys_names[i]) && strncasecmp(p, subsys_names[i], n) == 0) {
+        for (int i = 0; choices[i] != NULL; i++) {
+            if (n == strlen(choices[i]) && strncasecmp(p, choices[i], n) == 0) {
                 mask |= 1u << i;
                 found = 1;
             }
         }
         if (!found) {
+            snprintf(bad, badlen, "%.*s", (int)(n < 64 ? n : 64), p);
             return COLLAR_ERR_INVALID;
         }
         p += n;
@@ -336,9 +374,13 @@ static void expected_form(const cfg_row_t *row, char *buf, size_t len)
         snprintf(buf, len, "a size in bytes with an optional K, M, G or T suffix");
         break;
     case CFG_ENUM:
-    case CFG_SUBSYS: {
+    case CFG_SUBSYS:
+    case CFG_LIST: {
         size_t o = (size_t)snprintf(buf, len, "%s", row->type == CFG_SUBSYS
-                                    ? "a comma-separated list of: all, " : "one of: ");
+                                    ? "a comma-separated list of: all, "
+                                    : row->type == CFG_LIST
+                                    ? "all, none, or a comma-separated list of: "
+                                    : "one of: ");
         for (int i = 0; row->choices[i] != NULL && o < len; i++) {
             o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "",
                                   row->choices[i]);
@@ -351,9 +393,12 @@ static void expected_form(const cfg_row_t *row, char *buf, size_t len)
     }
 }
 
-/* Parse `s` for `row` into collar_cfg. */
-static collar_status_t apply(const cfg_row_t *row, const char *s)
+/* Parse `s` for `row` into collar_cfg; on error `bad` may name the token
+ * that is wrong. */
+static collar_status_t apply(const cfg_row_t *row, const char *s, char *bad,
+                             size_t badlen)
 {
+    bad[0] = '\0';
     char *field = (char *)&collar_cfg + row->offset;
     switch (row->type) {
     case CFG_BOOL: {
@@ -380,9 +425,11 @@ static collar_status_t apply(const cfg_row_t *row, const char *s)
         *(int *)field = v;
         return COLLAR_OK;
     }
-    case CFG_SUBSYS: {
+    case CFG_SUBSYS:
+    case CFG_LIST: {
         unsigned v;
-        COLLAR_CHECK(parse_subsys(s, &v));
+        COLLAR_CHECK(parse_list(s, row->choices, row->type == CFG_LIST, &v,
+                                bad, badlen));
         *(unsigned *)field = v;
         return COLLAR_OK;
     }
@@ -411,14 +458,15 @@ static const cfg_row_t *find_row(const char *name, size_t len)
 
 static void load_row(const cfg_row_t *row, int quiet)
 {
-    if (apply(row, row->dflt) != COLLAR_OK) {
+    char bad[80];
+    if (apply(row, row->dflt, bad, sizeof(bad)) != COLLAR_OK) {
         abort();  /* a default that does not parse is a bug in this table */
     }
     const char *s = getenv(row->name);
     if (s == NULL) {
         return;
     }
-    collar_status_t st = apply(row, s);
+    collar_status_t st = apply(row, s, bad, sizeof(bad));
     if (st == COLLAR_OK) {
         if (quiet) {
             collar_debug(ENV, "%s=%s", row->name, s);
@@ -427,14 +475,18 @@ static void load_row(const cfg_row_t *row, int quiet)
         }
         return;
     }
-    char form[256];
+    char form[512];
     expected_form(row, form, sizeof(form));
+    char what[128] = "";
+    if (bad[0] != '\0') {
+        snprintf(what, sizeof(what), " ('%s' is not one of them)", bad);
+    }
     if (quiet) {
-        collar_debug(ENV, "%s='%.64s' is invalid: expected %s; using the default '%s'",
-                     row->name, s, form, row->dflt);
+        collar_debug(ENV, "%s='%.64s' is invalid: expected %s%s; using the default '%s'",
+                     row->name, s, form, what, row->dflt);
     } else {
-        collar_warn(ENV, "%s='%.64s' is invalid: expected %s; using the default '%s'",
-                    row->name, s, form, row->dflt);
+        collar_warn(ENV, "%s='%.64s' is invalid: expected %s%s; using the default '%s'",
+                    row->name, s, form, what, row->dflt);
     }
 }
 
@@ -501,18 +553,22 @@ static void format_value(const cfg_row_t *row, char *buf, size_t len)
     case CFG_ENUM:
         snprintf(buf, len, "%s", row->choices[*(const int *)field]);
         break;
-    case CFG_SUBSYS: {
-        unsigned mask = *(const unsigned *)field;
-        if (mask == COLLAR_SUB_ALL) {
-            snprintf(buf, len, "all");
+    case CFG_SUBSYS:
+    case CFG_LIST: {
+        unsigned mask = *(const unsigned *)field, all = 0;
+        for (int i = 0; row->choices[i] != NULL; i++) {
+            all |= 1u << i;
+        }
+        if (mask == all || mask == 0) {
+            snprintf(buf, len, "%s", mask == all ? "all" : "none");
             break;
         }
         size_t o = 0;
         buf[0] = '\0';
-        for (int i = 0; subsys_names[i] != NULL && o < len; i++) {
+        for (int i = 0; row->choices[i] != NULL && o < len; i++) {
             if (mask & (1u << i)) {
                 o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? "," : "",
-                                      subsys_names[i]);
+                                      row->choices[i]);
             }
         }
         break;

@@ -159,6 +159,7 @@ typedef struct {
     int                  mpi_cuda_aware; /* 0 auto, 1 yes, 2 no */
     int                  check;          /* COLLAR_CHECK: verify agreement */
     char                *sim_fail;       /* COLLAR_SIM_FAIL: fault injection */
+    unsigned             collectives;    /* COLLAR_COLLECTIVES: see above */
     int                  stats;          /* collar_stats_mode_t */
     char                *stats_file;
     int                  stats_format;   /* 0 text, 1 json */
@@ -262,9 +263,31 @@ MPI_Comm collar_comm_probe(void);
 
 /* -------------------------------------------------------------- selection */
 
+/* Collectives.  Tuning tables and selection know allreduce only; the others
+ * are staged through host memory on device buffers (src/interpose/colls.c)
+ * and appear in statistics and COLLAR_COLLECTIVES. */
 typedef enum {
-    COLLAR_COLL_ALLREDUCE
+    COLLAR_COLL_ALLREDUCE,
+    COLLAR_COLL_BCAST,
+    COLLAR_COLL_ALLGATHER,
+    COLLAR_COLL_ALLGATHERV,
+    COLLAR_COLL_ALLTOALL,
+    COLLAR_COLL_ALLTOALLV,
+    COLLAR_COLL_REDUCE_SCATTER,
+    COLLAR_COLL_REDUCE_SCATTER_BLOCK,
+    COLLAR_COLL_REDUCE,
+    COLLAR_COLL_GATHER,
+    COLLAR_COLL_GATHERV,
+    COLLAR_COLL_SCATTER,
+    COLLAR_COLL_SCATTERV,
+    COLLAR_COLL_COUNT
 } collar_coll_t;
+
+/* "allreduce", "bcast", ..., "scatterv"; "unknown" out of range. */
+const char *collar_coll_name(collar_coll_t coll);
+/* COLLAR_COLLECTIVES: bit (coll - COLLAR_COLL_BCAST) for each collective
+ * from bcast to scatterv. */
+#define COLLAR_COLLS_STAGEABLE (COLLAR_COLL_COUNT - COLLAR_COLL_BCAST)
 
 /* What all ranks agree on for one call: the input of selection. */
 typedef struct {

@@ -51,7 +51,7 @@
 extern char **environ;
 
 /* Sizes of the counter array: collective x algorithm x memory kind. */
-#define NCOLL    (COLLAR_COLL_ALLREDUCE + 1)
+#define NCOLL    COLLAR_COLL_COUNT
 #define NALG     COLLAR_ALG_COUNT
 #define NMEM     (COLLAR_MEM_MANAGED + 1)
 #define NKEYS    (NCOLL * NALG * NMEM)
@@ -135,10 +135,7 @@ static unsigned key_index(int coll, int alg, int mem)
 
 static const char *coll_name(int coll)
 {
-    switch ((collar_coll_t)coll) {
-    case COLLAR_COLL_ALLREDUCE: return "allreduce";
-    }
-    return "unknown";
+    return collar_coll_name((collar_coll_t)coll);
 }
 
 static unsigned size_bucket(size_t bytes)
