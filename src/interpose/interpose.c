@@ -118,6 +118,7 @@ static void collar_startup(void)
                && !collar_cfg.check;
     state = STATE_ACTIVE;
     straight = pass_all && !collar_stats_on;
+    collar_colls_start(dev, mpi_cuda_aware);
     if (rank == 0) {
         collar_info(INIT, "collar %s active: %d ranks, device %s, algorithm %s, "
                     "MPI %s device pointers", PACKAGE_VERSION, size, dev->name,
@@ -129,6 +130,7 @@ static void collar_startup(void)
 static void collar_shutdown(void)
 {
     straight = 1;
+    collar_colls_stop();
     if (state != STATE_ACTIVE) {
         state = STATE_FINALIZED;
         return;

@@ -17,6 +17,14 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
                      MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
                      MPI_Request *request, collar_stats_call_t *stat);
 
+/* The other blocking collectives (colls.c): from MPI_Init on, stage the
+ * device buffers of those in COLLAR_COLLECTIVES through host memory when
+ * `dev` is a device and the MPI library does not take device pointers, and
+ * count every call when statistics are on; until collar_colls_stop (at
+ * MPI_Finalize) every call goes straight to the MPI library. */
+void collar_colls_start(const collar_device_t *dev, int mpi_cuda_aware);
+void collar_colls_stop(void);
+
 /* Advance every outstanding schedule once; nonzero if any is outstanding. */
 int collar_progress_all(void);
 /* Run a started schedule to completion; returns its final status. */
