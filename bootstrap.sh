@@ -1,6 +1,7 @@
 #!/bin/sh
 # Set up collar on a fresh Debian (12) machine, in one command:
-#   1. install the packages that are missing (apt-get; sudo when not root),
+#   1. install the packages that are missing (apt-get; sudo when not root;
+#      mpi4py and numpy are for the tests, tests/mpi/mpi4py.test),
 #   2. build collar in ./build (autogen, configure, make),
 #   3. run the demo: an allreduce under collar on the sim device, 2 ranks,
 #      saying which algorithm collar chose and checking the result.
@@ -9,7 +10,7 @@ set -eu
 cd "$(dirname "$0")"
 
 packages="build-essential autoconf automake libtool pkg-config openmpi-bin
-libopenmpi-dev libunwind-dev"
+libopenmpi-dev libunwind-dev python3-mpi4py python3-numpy"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
