@@ -484,6 +484,13 @@ static void wait_pause(unsigned *spins)
     }
 }
 
+static int error_class(int rc)
+{
+    int cls = MPI_ERR_UNKNOWN;
+    PMPI_Error_class(rc, &cls);
+    return cls;
+}
+
 COLLAR_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
     unsigned spins = 0;
@@ -510,6 +517,19 @@ COLLAR_EXPORT int MPI_Waitall(int count, MPI_Request requests[],
         }
         int flag = 0;
         int rc = PMPI_Testall(count, requests, &flag, statuses);
+        if (rc != MPI_SUCCESS && !flag && error_class(rc) == MPI_ERR_IN_STATUS) {
+            /* The MPI library (MPICH) stopped at a request that failed and
+             * left the others active, MPI_ERR_PENDING in their statuses.
+             * Its own MPI_Waitall returns only after every request has
+             * completed, and an application that then drops the pending
+             * ones (most do) must not leave collar's operations running on
+             * its buffers, with peers waiting for their messages: they
+             * progress only inside collar.  So collar's operations among
+             * them finish before the call returns; they stay for the
+             * application to collect, with the library's statuses. */
+            collar_progress_requests(count, requests);
+            return rc;
+        }
         if (rc != MPI_SUCCESS || flag) {
             return rc;
         }

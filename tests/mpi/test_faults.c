@@ -11,7 +11,9 @@
  * With --window W (implies --nonblocking), calls go in groups of W
  * MPI_Iallreduce on separate buffers completed by one MPI_Waitall, so that a
  * failing operation has others in flight on the same communicator; a
- * call's error is then its status's MPI_ERROR (MPI_ERR_IN_STATUS).  The
+ * call's error is then its status's MPI_ERROR (MPI_ERR_IN_STATUS; a request
+ * left active with MPI_ERR_PENDING, as MPICH does after a failed one, is
+ * waited for again, and its operation must have completed already).  The
  * sim device counts copies per process, and operations in flight together
  * progress in a different order on each rank: the failing copy may belong
  * to different operations on different ranks, and a rank whose operation
@@ -94,9 +96,23 @@ static void window_calls(MPI_Comm comm, int *sbuf, int *rbuf, int first, int n,
     }
     int rc = MPI_Waitall(n, reqs, st);
     for (int w = 0; w < n; w++) {
-        if (rcs[w] == MPI_SUCCESS) {
-            rcs[w] = rc == MPI_ERR_IN_STATUS ? st[w].MPI_ERROR : rc;
+        if (rcs[w] != MPI_SUCCESS) {
+            continue;
         }
+        rcs[w] = rc == MPI_ERR_IN_STATUS ? st[w].MPI_ERROR : rc;
+        if (rc != MPI_ERR_IN_STATUS || st[w].MPI_ERROR != MPI_ERR_PENDING) {
+            continue;
+        }
+        /* Neither failed nor completed (MPICH stops at the first failed
+         * request): still active, to be completed again.  Its operation
+         * must nevertheless be over: MPI_Waitall returned, and the MPI
+         * library's own MPI_Waitall returns only after every request has
+         * completed.  PMPI, so that nothing advances it here. */
+        int done = 0;
+        PMPI_Request_get_status(reqs[w], &done, MPI_STATUS_IGNORE);
+        tu_check(done, "MPI_Waitall completes every operation", "call %d still "
+                 "running after MPI_Waitall returned", first + w);
+        rcs[w] = MPI_Wait(&reqs[w], MPI_STATUS_IGNORE);
     }
 }
 
