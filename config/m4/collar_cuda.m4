@@ -82,7 +82,8 @@ AC_DEFUN([COLLAR_CUDA_ARCH_FLAGS], [
             [[[1-9][0-9]]|[[1-9][0-9][0-9]]|[[1-9][0-9]][[af]]|[[1-9][0-9][0-9]][[af]]], [],
             [AC_MSG_ERROR([--with-cuda-arch: '$collar_a' is not an architecture number such as 80 or 90a])])
         AS_IF([test -n "$collar_cuda_known"], [
-            AS_CASE([" $collar_cuda_known "], [*" sm_$collar_a "*], [],
+            collar_a_base=`echo "$collar_a" | sed 's/[[af]]$//'`
+            AS_CASE([" $collar_cuda_known "], [*" sm_$collar_a_base "*], [],
                 [AC_MSG_ERROR([--with-cuda-arch: $NVCC cannot build sm_$collar_a (it builds:$collar_cuda_known)])])
         ])
         NVCC_ARCH_FLAGS="$NVCC_ARCH_FLAGS -gencode=arch=compute_$collar_a,code=sm_$collar_a"
