@@ -526,12 +526,17 @@ int main(void)
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess || ndev == 0) {
-        printf("test_kernels: device half skipped: %s\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "no GPU");
+        /* No device to launch on: the launch must fail with a CUDA code. */
+        float x[4] = { 0 };
+        int rc = collar_cuda_reduce_launch(x, x, 4, COLLAR_DT_FLOAT, COLLAR_OP_SUM, NULL);
+        UNIT_CHECK(rc > 0, "launch without a GPU returned %d", rc);
+        printf("test_kernels: device half skipped: %s (a launch returns %d: %s)\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "no GPU", rc,
+               rc > 0 ? cudaGetErrorName((cudaError_t)rc) : "?");
         return unit_finish("test_kernels");
     }
     cudaStream_t stream;
-    dev_bytes = PAD + 16 + 1000003 * 16 + PAD;
+    dev_bytes = PAD + 16 + 1000003 * 16 + PAD + 16;
     if (cudaMalloc((void **)&dev_in, dev_bytes) != cudaSuccess ||
         cudaMalloc((void **)&dev_io, dev_bytes) != cudaSuccess ||
         cudaStreamCreate(&stream) != cudaSuccess) {
