@@ -28,10 +28,14 @@ const char *collar_version(void);
  * disabled by COLLAR_DISABLE=1), else 0. */
 int collar_active(void);
 
+/* The device backend in use: "cuda", "sim" or "none" ("none" also when
+ * collar is not active). */
+const char *collar_device_name(void);
+
 /*
  * Force the allreduce algorithm for the calls that follow in this process,
  * as COLLAR_ALGORITHM and COLLAR_CHUNK_SIZE would: name is "native",
- * "staged", "chunked" or "auto" (back to the rules); chunk is the chunk size
+ * "staged", "chunked", "ring" or "auto" (back to the rules); chunk is the chunk size
  * in bytes (0: the rule's or the default).  Every rank must make the same
  * call between the same collectives, or they would choose differently.
  * For tools and benchmarks (collar-tune uses it).  Returns 0, or -1 for an

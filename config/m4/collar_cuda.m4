@@ -49,7 +49,7 @@ AC_DEFUN([COLLAR_CHECK_CUDA], [
             CUDA_LIBS="-lcudart_static -ldl -lrt -lstdc++"
             collar_cuda_version=`"$NVCC" --version 2>/dev/null | sed -n 's/.*release \([[0-9.]]*\).*/\1/p'`
             COLLAR_CUDA_ARCH_FLAGS
-            collar_cuda_summary="yes ($collar_cuda_dir, CUDA $collar_cuda_version, kernels for $collar_cuda_arch_list; backend not built yet)"
+            collar_cuda_summary="yes ($collar_cuda_dir, CUDA $collar_cuda_version, kernels for $collar_cuda_arch_list)"
         ], [
             AC_MSG_RESULT([no (missing:$collar_cuda_missing)])
             AS_IF([test "x$with_cuda" != xguess],

@@ -4,7 +4,9 @@ AC_DEFUN([COLLAR_PROG_MPICC], [
     AC_ARG_VAR([MPICC], [MPI C compiler wrapper (default: mpicc)])
     AC_ARG_VAR([MPIRUN], [MPI launcher used by the tests (default: matches MPICC)])
     AS_IF([test -z "$MPICC"], [MPICC=mpicc])
-    AC_PATH_PROG([collar_mpicc_path], [$MPICC], [no])
+    AS_CASE([$MPICC],
+        [/*], [AS_IF([test -x "$MPICC"], [collar_mpicc_path=$MPICC], [collar_mpicc_path=no])],
+        [AC_PATH_PROG([collar_mpicc_path], [$MPICC], [no])])
     AS_IF([test "x$collar_mpicc_path" = xno],
           [AC_MSG_ERROR([MPI compiler wrapper '$MPICC' not found: install an MPI library (Debian: apt-get install libopenmpi-dev openmpi-bin) or set MPICC])])
     CC="$MPICC"

@@ -32,6 +32,8 @@ typedef struct {
     collar_dtype_t    cdt;        /* COLLAR_DT_NONE: collar cannot reduce it */
     collar_op_t       cop;        /* COLLAR_OP_NONE: user-defined or other */
     collar_mem_kind_t mem;
+    collar_mem_kind_t rmem;       /* of the receive buffer alone */
+    const collar_device_t *dev;   /* the open backend (NULL: none) */
 } collar_call_t;
 
 /*

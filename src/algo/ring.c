@@ -244,9 +244,14 @@ static collar_status_t ring_build(ring_t *g)
 
 int collar_algo_ring_eligible(const collar_call_t *call, int comm_size)
 {
+    /* The device reduces into the receive buffer: it must be memory the
+     * device works on (device or managed), unless the call is on host
+     * memory only (then the reductions are host loops). */
     return comm_size >= 1 && call->dense && call->cdt != COLLAR_DT_NONE
            && call->cop != COLLAR_OP_NONE
-           && collar_reduce_supported(call->cdt, call->cop);
+           && (call->dev != NULL ? call->dev->reduce_supported(call->cdt, call->cop)
+                                 : collar_reduce_supported(call->cdt, call->cop))
+           && (call->mem == COLLAR_MEM_HOST || call->rmem != COLLAR_MEM_HOST);
 }
 
 collar_status_t collar_algo_ring_build(const collar_call_t *call,
@@ -310,7 +315,7 @@ collar_status_t collar_algo_ring_build(const collar_call_t *call,
 
     /* Device scratch and (over a library that does not take device
      * pointers) host staging, each the size of the message. */
-    COLLAR_CHECK_GOTO(collar_sched_staging(s, call->bytes, (void **)&g.ds), st, out);
+    COLLAR_CHECK_GOTO(collar_sched_scratch(s, call->bytes, (void **)&g.ds), st, out);
     if (!g.aware) {
         COLLAR_CHECK_GOTO(collar_sched_staging(s, call->bytes, (void **)&g.hs), st, out);
         COLLAR_CHECK_GOTO(collar_sched_staging(s, call->bytes, (void **)&g.hr), st, out);

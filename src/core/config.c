@@ -54,6 +54,14 @@ static const char *const alg_names[] = {
 static const char *const yes_no_auto[] = {
     "auto", "yes", "no", NULL
 };
+/* Indexed by collar_sync_t. */
+static const char *const sync_modes[] = {
+    "device", "stream", "none", NULL
+};
+/* Indexed by collar_ptr_cache_t. */
+static const char *const ptr_cache_modes[] = {
+    "0", "1", "trust", NULL
+};
 static const char *const stats_modes[] = {
     "0", "1", "callsites", NULL
 };
@@ -112,9 +120,21 @@ static const cfg_row_t table[] = {
       "Log destination; %h, %p, %r expand to host, pid, rank.",
       FIELD(log_file), NULL, 0, 0 },
     { "COLLAR_DEVICE", CFG_ENUM, "auto",
-      "Device backend: auto (none until the cuda backend is built in), cuda, "
-      "sim (host memory posing as device memory, for testing), none.",
+      "Device backend: auto (cuda when it is built in and a GPU is usable, "
+      "else none), cuda, sim (host memory posing as device memory, for "
+      "testing), none.",
       FIELD(device), device_kinds, 0, 0 },
+    { "COLLAR_SYNC", CFG_ENUM, "device",
+      "How a call orders after the device work the caller queued before it: "
+      "device (wait for the whole device: safe for work on any stream), "
+      "stream (only the legacy default stream's work), none (the caller "
+      "synchronised).",
+      FIELD(sync), sync_modes, 0, 0 },
+    { "COLLAR_PTR_CACHE", CFG_ENUM, "1",
+      "Cache of device allocations in front of the driver's pointer query: 1 "
+      "(on; a hit is checked against the allocation's buffer id), trust (on, "
+      "no check: for programs that never free device memory mid-run), 0 (off).",
+      FIELD(ptr_cache), ptr_cache_modes, 0, 0 },
     { "COLLAR_ALGORITHM", CFG_ENUM, "auto",
       "Force one allreduce algorithm for every call: auto (the rules decide), "
       "native, staged, chunked, ring.",

@@ -124,6 +124,20 @@ typedef enum {
     COLLAR_DEVICE_NONE
 } collar_device_kind_t;
 
+/* COLLAR_SYNC: what a call waits for before it reads device buffers. */
+typedef enum {
+    COLLAR_SYNC_DEVICE,   /* everything queued on the device */
+    COLLAR_SYNC_STREAM,   /* the legacy default stream */
+    COLLAR_SYNC_NONE
+} collar_sync_t;
+
+/* COLLAR_PTR_CACHE. */
+typedef enum {
+    COLLAR_PTR_CACHE_OFF,
+    COLLAR_PTR_CACHE_ON,     /* hits checked against the buffer id */
+    COLLAR_PTR_CACHE_TRUST   /* hits not checked */
+} collar_ptr_cache_t;
+
 /* Allreduce algorithms.  AUTO means "let the rules decide". */
 typedef enum {
     COLLAR_ALG_AUTO,
@@ -145,6 +159,8 @@ typedef struct {
     unsigned             log_subsys;
     char                *log_file;
     collar_device_kind_t device;
+    int                  sync;           /* collar_sync_t */
+    int                  ptr_cache;      /* collar_ptr_cache_t */
     collar_alg_t         algorithm;
     long                 sim_jitter_us;
     long                 sim_seed;
@@ -223,10 +239,15 @@ typedef struct collar_device {
     /* Host memory the device can copy to and from quickly (pinned). */
     collar_status_t (*host_alloc)(size_t bytes, void **ptr);
     void (*host_free)(void *ptr);
+    /* Device memory for scratch (the sim device's is host memory). */
+    collar_status_t (*dev_alloc)(size_t bytes, void **ptr);
+    void (*dev_free)(void *ptr);
     /* Streams are numbered 0 .. nstreams() - 1. */
     int (*nstreams)(void);
     collar_status_t (*copy_async)(void *dst, const void *src, size_t bytes,
                                   int stream, collar_event_t *done);
+    /* 1 when reduce_async can do the pair. */
+    int (*reduce_supported)(collar_dtype_t dt, collar_op_t op);
     collar_status_t (*reduce_async)(void *inout, const void *in, size_t count,
                                     collar_dtype_t dt, collar_op_t op,
                                     int stream, collar_event_t *done);
@@ -520,9 +541,10 @@ struct collar_sched {
     collar_status_t        status;       /* first error, or OK */
     int                    mpi_error;    /* MPI error code of that error */
     int                    finished;
-    /* Buffers from the staging pool, released by collar_sched_destroy. */
+    /* Buffers from the staging pools, released by collar_sched_destroy. */
     void                  *staging[4];
     size_t                 staging_len[4];
+    unsigned char          staging_scratch[4];  /* 1: device scratch pool */
     int                    nstaging;
     /* Bookkeeping owned by the layer that runs it. */
     collar_sched_t        *next;
@@ -543,6 +565,10 @@ collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
 /* A staging buffer owned by the schedule (freed with it). */
 collar_status_t collar_sched_staging(collar_sched_t *s, size_t bytes,
                                      void **ptr);
+/* Device scratch owned by the schedule; when the device has none to give,
+ * pinned host memory (which device kernels can read), with one warning. */
+collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes,
+                                     void **ptr);
 /*
  * Mark the schedule complete to build: from here its internal collectives
  * take their turn on the communicator, in the order schedules were started,
@@ -561,6 +587,11 @@ collar_status_t collar_sched_progress(collar_sched_t *s);
 collar_status_t collar_pool_get(const collar_device_t *dev, size_t bytes,
                                 void **ptr);
 void collar_pool_put(const collar_device_t *dev, void *ptr, size_t bytes);
+/* The same for device scratch (dev->dev_alloc). */
+collar_status_t collar_scratch_get(const collar_device_t *dev, size_t bytes,
+                                   void **ptr);
+void collar_scratch_put(const collar_device_t *dev, void *ptr, size_t bytes);
+/* Free what both pools keep (MPI_Finalize). */
 void collar_pool_release_all(void);
 
 #endif /* COLLAR_CORE_H */

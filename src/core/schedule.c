@@ -58,7 +58,11 @@ void collar_sched_destroy(collar_sched_t *s)
         return;
     }
     for (int i = 0; i < s->nstaging; i++) {
-        collar_pool_put(s->dev, s->staging[i], s->staging_len[i]);
+        if (s->staging_scratch[i]) {
+            collar_scratch_put(s->dev, s->staging[i], s->staging_len[i]);
+        } else {
+            collar_pool_put(s->dev, s->staging[i], s->staging_len[i]);
+        }
     }
     free(s->steps);
     free(s);
@@ -107,6 +111,28 @@ collar_status_t collar_sched_staging(collar_sched_t *s, size_t bytes, void **ptr
     COLLAR_CHECK(collar_pool_get(s->dev, bytes, ptr));
     s->staging[s->nstaging] = *ptr;
     s->staging_len[s->nstaging] = bytes;
+    s->staging_scratch[s->nstaging] = 0;
+    s->nstaging++;
+    return COLLAR_OK;
+}
+
+collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes, void **ptr)
+{
+    if (s->nstaging == (int)(sizeof(s->staging) / sizeof(s->staging[0]))) {
+        return COLLAR_ERR_INVALID;
+    }
+    if (collar_scratch_get(s->dev, bytes, ptr) != COLLAR_OK) {
+        /* The same messages and steps with the scratch in pinned memory:
+         * slower reductions, but nothing the other ranks would notice. */
+        if (collar_log_first("scratch-fallback")) {
+            collar_warn(MEM, "no device scratch memory; reductions read "
+                        "pinned host memory instead (slower)");
+        }
+        return collar_sched_staging(s, bytes, ptr);
+    }
+    s->staging[s->nstaging] = *ptr;
+    s->staging_len[s->nstaging] = bytes;
+    s->staging_scratch[s->nstaging] = 1;
     s->nstaging++;
     return COLLAR_OK;
 }

@@ -41,6 +41,11 @@ COLLAR_EXPORT int collar_active(void)
     return state == STATE_ACTIVE;
 }
 
+COLLAR_EXPORT const char *collar_device_name(void)
+{
+    return state == STATE_ACTIVE ? dev->name : "none";
+}
+
 COLLAR_EXPORT int collar_set_algorithm(const char *name, size_t chunk)
 {
     if (state != STATE_ACTIVE || name == NULL) {
@@ -76,6 +81,9 @@ static int query_cuda_aware(void)
     }
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
     return MPIX_Query_cuda_support();
+#elif defined(MPIX_GPU_SUPPORT_CUDA)
+    int yes = 0;   /* MPICH 4 */
+    return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &yes) == MPI_SUCCESS && yes;
 #else
     return 0;
 #endif
@@ -321,6 +329,8 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     }
     call.mem = (rkind != COLLAR_MEM_HOST || skind != COLLAR_MEM_HOST)
                ? COLLAR_MEM_DEVICE : COLLAR_MEM_HOST;
+    call.rmem = rkind;
+    call.dev = dev;
 
     collar_select_key_t key = {
         .coll = COLLAR_COLL_ALLREDUCE,

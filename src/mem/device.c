@@ -11,7 +11,11 @@ const collar_device_t *collar_device_current(void)
 
 const char *collar_device_builtin(void)
 {
+#ifdef COLLAR_HAVE_CUDA
+    return "none sim cuda";
+#else
     return "none sim";
+#endif
 }
 
 const collar_device_t *collar_device_open(collar_device_kind_t kind)
@@ -19,13 +23,28 @@ const collar_device_t *collar_device_open(collar_device_kind_t kind)
     const collar_device_t *dev = &collar_device_none;
     switch (kind) {
     case COLLAR_DEVICE_AUTO:
-        /* The CUDA backend is not built yet: auto means none. */
+#ifdef COLLAR_HAVE_CUDA
+        /* cuda when a driver and a GPU are there; else none, quietly. */
+        if (collar_device_cuda.init() == COLLAR_OK) {
+            dev = &collar_device_cuda;
+            collar_debug(MEM, "device backend: cuda");
+            current = dev;
+            return dev;
+        }
+        collar_debug(MEM, "COLLAR_DEVICE=auto: no usable GPU; running without "
+                     "a device (none)");
+#endif
         dev = &collar_device_none;
         break;
     case COLLAR_DEVICE_CUDA:
+#ifdef COLLAR_HAVE_CUDA
+        dev = &collar_device_cuda;
+#else
         collar_warn(MEM, "COLLAR_DEVICE=cuda: the cuda backend is not built into "
-                    "this library; running without a device (none)");
+                    "this library (configure found no CUDA toolkit); running "
+                    "without a device (none)");
         dev = &collar_device_none;
+#endif
         break;
     case COLLAR_DEVICE_SIM:
         dev = &collar_device_sim;

@@ -8,7 +8,9 @@
  *   sim   host memory that behaves like a device: every user buffer counts as
  *         device memory, copies and reductions run asynchronously on a worker
  *         thread per stream, events complete when the worker reaches them.
- *   cuda  (when built with CUDA) the real one.
+ *   cuda  (when built with CUDA) NVIDIA GPUs through the CUDA runtime,
+ *         linked statically; memory kinds from the driver behind the
+ *         pointer cache (ptrcache.h).
  */
 #ifndef COLLAR_MEM_H
 #define COLLAR_MEM_H
@@ -17,6 +19,9 @@
 
 extern const collar_device_t collar_device_none;
 extern const collar_device_t collar_device_sim;
+#ifdef COLLAR_HAVE_CUDA
+extern const collar_device_t collar_device_cuda;
+#endif
 
 /*
  * Open the backend for COLLAR_DEVICE: auto picks cuda when it is built and a

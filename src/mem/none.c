@@ -37,6 +37,16 @@ static void none_host_free(void *ptr)
     free(ptr);
 }
 
+static collar_status_t none_dev_alloc(size_t bytes, void **ptr)
+{
+    return none_host_alloc(bytes, ptr);
+}
+
+static void none_dev_free(void *ptr)
+{
+    free(ptr);
+}
+
 static int none_nstreams(void)
 {
     return 1;
@@ -84,8 +94,11 @@ const collar_device_t collar_device_none = {
     .mem_query          = none_mem_query,
     .host_alloc         = none_host_alloc,
     .host_free          = none_host_free,
+    .dev_alloc          = none_dev_alloc,
+    .dev_free           = none_dev_free,
     .nstreams           = none_nstreams,
     .copy_async         = none_copy_async,
+    .reduce_supported   = collar_reduce_supported,
     .reduce_async       = none_reduce_async,
     .event_query        = none_event_query,
     .order_after_caller = none_order_after_caller,

@@ -312,6 +312,20 @@ static void sim_host_free(void *ptr)
     free(ptr);
 }
 
+/* Device scratch is host memory here (not subject to COLLAR_SIM_FAIL). */
+static collar_status_t sim_dev_alloc(size_t bytes, void **ptr)
+{
+    if (posix_memalign(ptr, 64, bytes ? bytes : 1) != 0) {
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    return COLLAR_OK;
+}
+
+static void sim_dev_free(void *ptr)
+{
+    free(ptr);
+}
+
 static int sim_nstreams_fn(void)
 {
     return sim_nstreams;
@@ -419,8 +433,11 @@ const collar_device_t collar_device_sim = {
     .mem_query          = sim_mem_query,
     .host_alloc         = sim_host_alloc,
     .host_free          = sim_host_free,
+    .dev_alloc          = sim_dev_alloc,
+    .dev_free           = sim_dev_free,
     .nstreams           = sim_nstreams_fn,
     .copy_async         = sim_copy_async,
+    .reduce_supported   = collar_reduce_supported,
     .reduce_async       = sim_reduce_async,
     .event_query        = sim_event_query,
     .order_after_caller = sim_order_after_caller,

@@ -58,12 +58,15 @@ static void print_environment(void)
     printf("collar %s\n", PACKAGE_VERSION);
     printf("  MPI library       : %s (MPI %d.%d)\n", lib, major, minor);
     printf("  device backends   : %s built in", collar_device_builtin());
-#ifdef COLLAR_HAVE_CUDA
-    printf(" (CUDA toolkit found at build time; cuda backend not built yet)");
-#else
+#ifndef COLLAR_HAVE_CUDA
     printf(" (built without CUDA)");
 #endif
     printf("\n");
+    /* What COLLAR_DEVICE opens here (auto: cuda only with a usable GPU). */
+    const collar_device_t *dev = collar_device_open(collar_cfg.device);
+    printf("  device in force   : %s (COLLAR_DEVICE=%s)\n", dev->name,
+           getenv("COLLAR_DEVICE") != NULL ? getenv("COLLAR_DEVICE") : "auto");
+    collar_device_close();
     printf("  call sites        : %s\n",
 #ifdef COLLAR_HAVE_LIBUNWIND
            "libunwind"

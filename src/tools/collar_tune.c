@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "../core/core.h"
+#include "../mem/mem.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -115,7 +116,12 @@ static int      world_rank, world_size;
 static int      (*set_algorithm)(const char *name, size_t chunk);
 static const char *(*lib_version)(void);
 static int      (*lib_active)(void);
+static const char *(*lib_device)(void);
 static float   *sbuf, *rbuf;
+/* The buffers' device (cuda: device memory from this program's own copy
+ * of the backend, which shares the driver's context with libcollar's);
+ * NULL: host memory (malloc). */
+static const collar_device_t *buf_dev;
 static double   t_start;
 static int      time_up;                 /* the time limit was reached */
 static size_t   time_up_bytes;
@@ -152,6 +158,84 @@ static int is_lead(void)
     return mpi_up ? world_rank == 0 : launcher_rank() == 0;
 }
 
+/* The preloaded library's device backend. */
+static const char *lib_device_name(void)
+{
+    return lib_device != NULL ? lib_device() : "none";
+}
+
+/* Copy with the buffers' device and wait (setup and checks only). */
+static int buf_copy(void *dst, const void *src, size_t bytes)
+{
+    collar_event_t ev;
+    if (buf_dev->copy_async(dst, src, bytes, 0, &ev) != COLLAR_OK) {
+        return -1;
+    }
+    collar_status_t st;
+    while ((st = buf_dev->event_query(&ev)) == COLLAR_INPROGRESS) {
+    }
+    return st == COLLAR_OK ? 0 : -1;
+}
+
+static void buffers_free(void)
+{
+    if (buf_dev != NULL) {
+        if (sbuf != NULL) {
+            buf_dev->dev_free(sbuf);
+        }
+        if (rbuf != NULL) {
+            buf_dev->dev_free(rbuf);
+        }
+        collar_device_close();
+        buf_dev = NULL;
+    } else {
+        free(sbuf);
+        free(rbuf);
+    }
+    sbuf = rbuf = NULL;
+}
+
+/* Two buffers of `bytes`, the send buffer all 1.0f: GPU memory when tuning
+ * device memory on the cuda backend, else host memory (the sim device's
+ * "device memory" is host memory).  0 on success. */
+static int buffers_alloc(size_t bytes)
+{
+    float *ones = malloc(bytes);
+    if (ones == NULL) {
+        return -1;
+    }
+    for (size_t i = 0; i < bytes / sizeof(float); i++) {
+        ones[i] = 1.0f;
+    }
+    if (opt.device && collar_cfg.device != COLLAR_DEVICE_SIM) {
+        buf_dev = collar_device_open(collar_cfg.device);
+        if (buf_dev->dev_alloc(bytes, (void **)&sbuf) != COLLAR_OK
+            || buf_dev->dev_alloc(bytes, (void **)&rbuf) != COLLAR_OK
+            || buf_copy(sbuf, ones, bytes) != 0) {
+            free(ones);
+            return -1;
+        }
+        free(ones);
+        return 0;
+    }
+    sbuf = ones;
+    rbuf = calloc(1, bytes);
+    return rbuf != NULL ? 0 : -1;
+}
+
+/* The first and last element of the result. */
+static void result_ends(int count, float *first, float *last)
+{
+    if (buf_dev == NULL) {
+        *first = rbuf[0];
+        *last = rbuf[count - 1];
+        return;
+    }
+    *first = *last = NAN;
+    buf_copy(first, rbuf, sizeof(float));
+    buf_copy(last, rbuf + count - 1, sizeof(float));
+}
+
 static void finish(int code)
 {
     if (mpi_up) {
@@ -163,8 +247,7 @@ static void finish(int code)
     }
     free(cmdline);
     free(tuned);
-    free(sbuf);
-    free(rbuf);
+    buffers_free();
     exit(code);
 }
 
@@ -622,6 +705,9 @@ static int mpi_takes_device_pointers(void)
     }
 #if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
     return MPIX_Query_cuda_support();
+#elif defined(MPIX_GPU_SUPPORT_CUDA)
+    int yes = 0;   /* MPICH 4 */
+    return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &yes) == MPI_SUCCESS && yes;
 #else
     return 0;
 #endif
@@ -762,13 +848,15 @@ static int measure(MPI_Comm comm, size_t bytes, const cand_t *c, double best,
         MPI_Barrier(comm);
         MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, comm);
     }
-    if (rbuf[0] != (float)size || rbuf[count - 1] != (float)size) {
+    float first, last;
+    result_ends(count, &first, &last);
+    if (first != (float)size || last != (float)size) {
         /* Only this rank knows: abort the job rather than leave the
          * others waiting in a collective. */
         fprintf(stderr, PROG ": wrong allreduce result with %s at %zu bytes "
-                "(%g, expected %d)\n",
+                "(%g and %g, expected %d)\n",
                 c->alg == COLLAR_ALG_AUTO ? "auto" : collar_alg_name(c->alg),
-                bytes, (double)rbuf[0], size);
+                bytes, (double)first, (double)last, size);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     memset(m, 0, sizeof(*m));
@@ -1551,6 +1639,7 @@ static void check_preloaded(void)
                                                          "collar_set_algorithm");
     lib_version = (const char *(*)(void))dlsym(RTLD_DEFAULT, "collar_version");
     lib_active = (int (*)(void))dlsym(RTLD_DEFAULT, "collar_active");
+    lib_device = (const char *(*)(void))dlsym(RTLD_DEFAULT, "collar_device_name");
     if (set_algorithm == NULL || lib_active == NULL) {
         fail("collar-tune must run with libcollar preloaded: "
              "LD_PRELOAD=%s/libcollar.so", LIBDIR);
@@ -1605,11 +1694,13 @@ int main(int argc, char **argv)
         fail("collar is not active in this process (COLLAR_DISABLE=1?): there "
              "is nothing to tune");
     }
-    if (opt.device && collar_cfg.device != COLLAR_DEVICE_SIM) {
-        fail("--memory device needs device memory, and collar has no device "
-             "here (COLLAR_DEVICE=%s; the cuda backend is not built yet): "
+    if (opt.device && collar_cfg.device != COLLAR_DEVICE_SIM
+        && strcmp(lib_device_name(), "cuda") != 0) {
+        fail("--memory device needs device memory, and collar runs without a "
+             "device here (COLLAR_DEVICE=%s, backend %s): use a GPU machine, "
              "set COLLAR_DEVICE=sim to tune the modelled device, or use "
-             "--memory host", getenv("COLLAR_DEVICE") ? getenv("COLLAR_DEVICE") : "auto");
+             "--memory host", getenv("COLLAR_DEVICE") ? getenv("COLLAR_DEVICE") : "auto",
+             lib_device_name());
     }
     if (!opt.device && collar_cfg.device == COLLAR_DEVICE_SIM) {
         fail("--memory host: under COLLAR_DEVICE=sim every buffer counts as "
@@ -1664,15 +1755,10 @@ int main(int argc, char **argv)
     if (opt.ncompare > 0 && opt.compare[opt.ncompare - 1] > top) {
         top = opt.compare[opt.ncompare - 1];
     }
-    sbuf = malloc(top);
-    rbuf = malloc(top);
-    if (sbuf == NULL || rbuf == NULL) {
-        fail("cannot allocate two buffers of %zu bytes", top);
+    if (buffers_alloc(top) != 0) {
+        fail("cannot allocate two %s buffers of %zu bytes",
+             buf_dev != NULL ? "device" : "host", top);
     }
-    for (size_t i = 0; i < top / sizeof(float); i++) {
-        sbuf[i] = 1.0f;
-    }
-    memset(rbuf, 0, top);
 
     /* Planned work, for the progress estimate. */
     for (int k = 0; k < opt.nranks; k++) {

@@ -1,0 +1,511 @@
+/*
+ * collar - the `cuda` device backend.
+ *
+ * Built when configure finds the CUDA toolkit; the CUDA runtime is linked
+ * statically (libcudart_static.a, its symbols kept inside libcollar.so), so
+ * the application's own runtime version does not matter: both talk to the
+ * same driver and its primary contexts, where device pointers are shared.
+ * The driver's pointer query is reached through the runtime's driver entry
+ * points, so libcollar.so needs no libcuda.so at load time: on a machine
+ * without a driver or a GPU, init() says so at debug level and collar runs
+ * as `none`.
+ *
+ * Nothing touches a GPU before the first staged operation: no context is
+ * created at MPI_Init (a process that never passes a device buffer never
+ * pays for one).  Streams and events are created on first use, per device,
+ * on the device of the buffer being worked on (the application's current
+ * device lives in its own runtime, which collar's runtime does not see).
+ *
+ *   memory kinds   cuPointerGetAttributes behind the pointer cache
+ *                  (ptrcache.h); device -> device, managed -> managed
+ *                  (staged like device memory), registered or pinned host
+ *                  and pageable host -> host.
+ *   copies         cudaMemcpyAsync(cudaMemcpyDefault) on collar's streams;
+ *                  an event recorded after each, from a per-device pool.
+ *   reductions     the kernels of src/reduce/device_reduce.cu.
+ *   ordering       COLLAR_SYNC: device = cudaDeviceSynchronize on every
+ *                  device collar has streams on (the work the caller queued
+ *                  on any stream is done before collar reads its buffers);
+ *                  stream = collar's streams are blocking streams, which
+ *                  start after what is queued on the legacy default stream
+ *                  before them, at no host cost; none = non-blocking
+ *                  streams, no wait: the caller has synchronised.
+ *   staging        cudaHostAlloc (portable); if pinned memory cannot be
+ *                  had, pageable memory with one warning (copies are then
+ *                  slower, never wrong).  Device scratch: cudaMalloc.
+ */
+#include "config.h"
+#include "mem.h"
+#include "ptrcache.h"
+#include "../reduce/device_reduce.h"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CU_MAX_DEVICES 64
+#define CU_NSTREAMS    3
+#define CU_CACHE_SIZE  1024
+
+typedef CUresult (*cu_get_attrs_fn)(unsigned, CUpointer_attribute *, void **,
+                                    CUdeviceptr);
+typedef CUresult (*cu_get_attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
+
+struct collar_stream {
+    cudaStream_t stream;
+    int          device;
+};
+
+typedef struct {
+    int                  ready;      /* streams created */
+    struct collar_stream s[CU_NSTREAMS];
+    cudaEvent_t         *events;     /* free events of this device */
+    int                  nevents, cap;
+} cu_device_t;
+
+static struct {
+    int               ndevices;
+    cu_get_attrs_fn   get_attrs;
+    cu_get_attr_fn    get_attr;
+    collar_ptrcache_t *cache;
+    pthread_mutex_t   lock;
+    cu_device_t       dev[CU_MAX_DEVICES];
+} cu = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int cu_fail(const char *what, cudaError_t err)
+{
+    collar_error(MEM, "cuda: %s failed: %s (%s)", what, cudaGetErrorName(err),
+                 cudaGetErrorString(err));
+    return 0;
+}
+
+/* ------------------------------------------------------------ memory kinds */
+
+static collar_status_t cu_query(void *ctx, const void *ptr,
+                                collar_ptr_info_t *info)
+{
+    (void)ctx;
+    memset(info, 0, sizeof(*info));
+    info->kind = COLLAR_MEM_HOST;
+    info->device = -1;
+    if (ptr == NULL) {
+        return COLLAR_OK;
+    }
+    if (cu.get_attrs != NULL) {
+        unsigned int type = 0, managed = 0;
+        int ordinal = -1;
+        unsigned long long id = 0;
+        CUdeviceptr start = 0;
+        size_t size = 0;
+        CUpointer_attribute attrs[] = {
+            CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+            CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+            CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+        };
+        void *data[] = { &type, &managed, &ordinal, &id, &start, &size };
+        /* Not an error for a pointer the driver does not know: the
+         * attributes stay zero, which reads as host memory. */
+        if (cu.get_attrs(6, attrs, data, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
+            return COLLAR_OK;
+        }
+        if (managed) {
+            info->kind = COLLAR_MEM_MANAGED;
+        } else if (type == CU_MEMORYTYPE_DEVICE) {
+            info->kind = COLLAR_MEM_DEVICE;
+        }
+        if (info->kind != COLLAR_MEM_HOST) {
+            info->device = ordinal;
+            info->buffer_id = id;
+            info->base = (uintptr_t)start;
+            info->size = size;
+        }
+        return COLLAR_OK;
+    }
+    /* No driver entry points: the runtime's query, which gives no range
+     * (nothing is cached then). */
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
+        cudaGetLastError();
+        return COLLAR_OK;
+    }
+    if (a.type == cudaMemoryTypeManaged) {
+        info->kind = COLLAR_MEM_MANAGED;
+    } else if (a.type == cudaMemoryTypeDevice) {
+        info->kind = COLLAR_MEM_DEVICE;
+    }
+    if (info->kind != COLLAR_MEM_HOST) {
+        info->device = a.device;
+    }
+    return COLLAR_OK;
+}
+
+static unsigned long long cu_buffer_id(void *ctx, const void *ptr)
+{
+    (void)ctx;
+    unsigned long long id = 0;
+    if (cu.get_attr == NULL
+        || cu.get_attr(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                       (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
+        return 0;
+    }
+    return id;
+}
+
+static collar_status_t cu_info(const void *ptr, collar_ptr_info_t *info)
+{
+    return collar_ptrcache_lookup(cu.cache, ptr, info);
+}
+
+/* The device of the last device buffer this thread asked about: where a
+ * call's device scratch goes (it is allocated before any copy names a
+ * buffer). */
+static _Thread_local int cu_last_device;
+
+static collar_status_t cu_mem_query(const void *ptr, collar_mem_kind_t *kind)
+{
+    collar_ptr_info_t info;
+    COLLAR_CHECK(cu_info(ptr, &info));
+    *kind = info.kind;
+    if (info.kind != COLLAR_MEM_HOST && info.device >= 0) {
+        cu_last_device = info.device;
+    }
+    return COLLAR_OK;
+}
+
+/* ----------------------------------------------------------- start, close */
+
+static void *cu_entry_point(const char *name)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess
+        || found != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        collar_debug(MEM, "cuda: driver entry point %s not found", name);
+        return NULL;
+    }
+    return fn;
+}
+
+static collar_status_t cu_init(void)
+{
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess || n <= 0) {
+        collar_debug(MEM, "cuda: no usable GPU (%s)",
+                     err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+        cudaGetLastError();
+        return COLLAR_ERR_UNAVAILABLE;
+    }
+    cu.ndevices = n < CU_MAX_DEVICES ? n : CU_MAX_DEVICES;
+    cu.get_attrs = (cu_get_attrs_fn)cu_entry_point("cuPointerGetAttributes");
+    cu.get_attr = (cu_get_attr_fn)cu_entry_point("cuPointerGetAttribute");
+    int mode = collar_cfg.ptr_cache;
+    if (cu.get_attr == NULL && mode == COLLAR_PTR_CACHE_ON) {
+        /* No buffer ids to check hits against: no cache. */
+        mode = COLLAR_PTR_CACHE_OFF;
+    }
+    collar_ptr_driver_t drv = { .query = cu_query, .buffer_id = cu_buffer_id };
+    COLLAR_CHECK(collar_ptrcache_create(&drv, mode, CU_CACHE_SIZE, &cu.cache));
+    int version = 0;
+    cudaDriverGetVersion(&version);
+    collar_debug(MEM, "cuda: %d GPU(s), driver %d.%d, runtime %d.%d, pointer "
+                 "cache %s", n, version / 1000, version % 1000 / 10,
+                 CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10,
+                 mode == COLLAR_PTR_CACHE_OFF ? "off"
+                 : mode == COLLAR_PTR_CACHE_TRUST ? "on (trusted hits)" : "on");
+    return COLLAR_OK;
+}
+
+static void cu_finalize(void)
+{
+    pthread_mutex_lock(&cu.lock);
+    for (int d = 0; d < cu.ndevices; d++) {
+        cu_device_t *dv = &cu.dev[d];
+        if (dv->ready && cudaSetDevice(d) == cudaSuccess) {
+            /* Errors are ignored: the application may have reset the
+             * device already. */
+            for (int i = 0; i < CU_NSTREAMS; i++) {
+                cudaStreamDestroy(dv->s[i].stream);
+            }
+            for (int i = 0; i < dv->nevents; i++) {
+                cudaEventDestroy(dv->events[i]);
+            }
+        }
+        free(dv->events);
+        memset(dv, 0, sizeof(*dv));
+    }
+    cudaGetLastError();
+    if (cu.cache != NULL) {
+        collar_ptrcache_stats_t st;
+        collar_ptrcache_stats(cu.cache, &st);
+        collar_debug(MEM, "cuda: pointer cache: %llu hits, %llu misses, %llu "
+                     "stale", (unsigned long long)st.hits,
+                     (unsigned long long)st.misses, (unsigned long long)st.stale);
+        collar_ptrcache_destroy(cu.cache);
+        cu.cache = NULL;
+    }
+    pthread_mutex_unlock(&cu.lock);
+}
+
+/* ------------------------------------------------------- streams, events */
+
+/* Make `d` current in collar's runtime and create its streams once. */
+static collar_status_t cu_use_device(int d, cu_device_t **out)
+{
+    if (d < 0 || d >= cu.ndevices) {
+        d = 0;
+    }
+    cudaError_t err = cudaSetDevice(d);
+    if (err != cudaSuccess) {
+        cu_fail("cudaSetDevice", err);
+        return COLLAR_ERR_DEVICE;
+    }
+    cu_device_t *dv = &cu.dev[d];
+    if (!__atomic_load_n(&dv->ready, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&cu.lock);
+        collar_status_t st = COLLAR_OK;
+        if (!dv->ready) {
+            const unsigned flags = collar_cfg.sync == COLLAR_SYNC_NONE
+                                   ? cudaStreamNonBlocking : cudaStreamDefault;
+            int i;
+            for (i = 0; i < CU_NSTREAMS; i++) {
+                err = cudaStreamCreateWithFlags(&dv->s[i].stream, flags);
+                if (err != cudaSuccess) {
+                    break;
+                }
+                dv->s[i].device = d;
+            }
+            if (i < CU_NSTREAMS) {
+                cu_fail("cudaStreamCreateWithFlags", err);
+                while (i-- > 0) {
+                    cudaStreamDestroy(dv->s[i].stream);
+                }
+                st = COLLAR_ERR_DEVICE;
+            } else {
+                __atomic_store_n(&dv->ready, 1, __ATOMIC_RELEASE);
+                collar_debug(MEM, "cuda: %d streams on device %d", CU_NSTREAMS, d);
+            }
+        }
+        pthread_mutex_unlock(&cu.lock);
+        COLLAR_CHECK(st);
+    }
+    *out = dv;
+    return COLLAR_OK;
+}
+
+static collar_status_t cu_record(cu_device_t *dv, struct collar_stream *s,
+                                 collar_event_t *done)
+{
+    cudaEvent_t ev = NULL;
+    pthread_mutex_lock(&cu.lock);
+    if (dv->nevents > 0) {
+        ev = dv->events[--dv->nevents];
+    }
+    pthread_mutex_unlock(&cu.lock);
+    cudaError_t err;
+    if (ev == NULL) {
+        err = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+        if (err != cudaSuccess) {
+            cu_fail("cudaEventCreateWithFlags", err);
+            return COLLAR_ERR_DEVICE;
+        }
+    }
+    err = cudaEventRecord(ev, s->stream);
+    if (err != cudaSuccess) {
+        cudaEventDestroy(ev);
+        cu_fail("cudaEventRecord", err);
+        return COLLAR_ERR_DEVICE;
+    }
+    done->stream = s;
+    done->ticket = 0;
+    done->handle = ev;
+    return COLLAR_OK;
+}
+
+static void cu_event_release(struct collar_stream *s, cudaEvent_t ev)
+{
+    cu_device_t *dv = &cu.dev[s->device];
+    pthread_mutex_lock(&cu.lock);
+    if (dv->nevents == dv->cap) {
+        int cap = dv->cap ? 2 * dv->cap : 64;
+        cudaEvent_t *e = realloc(dv->events, (size_t)cap * sizeof(*e));
+        if (e != NULL) {
+            dv->events = e;
+            dv->cap = cap;
+        }
+    }
+    if (dv->nevents < dv->cap) {
+        dv->events[dv->nevents++] = ev;
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&cu.lock);
+    if (ev != NULL) {
+        cudaEventDestroy(ev);
+    }
+}
+
+static collar_status_t cu_event_query(collar_event_t *ev)
+{
+    if (ev->handle == NULL) {
+        return COLLAR_OK;   /* done at once (a host-to-host copy) */
+    }
+    cudaError_t err = cudaEventQuery((cudaEvent_t)ev->handle);
+    if (err == cudaErrorNotReady) {
+        return COLLAR_INPROGRESS;
+    }
+    cu_event_release(ev->stream, (cudaEvent_t)ev->handle);
+    ev->handle = NULL;
+    if (err != cudaSuccess) {
+        cu_fail("a device operation", err);
+        return COLLAR_ERR_DEVICE;
+    }
+    return COLLAR_OK;
+}
+
+static int cu_nstreams(void)
+{
+    return CU_NSTREAMS;
+}
+
+/* ------------------------------------------------------ copies, reductions */
+
+static collar_status_t cu_copy_async(void *dst, const void *src, size_t bytes,
+                                     int stream, collar_event_t *done)
+{
+    collar_ptr_info_t di, si;
+    COLLAR_CHECK(cu_info(dst, &di));
+    COLLAR_CHECK(cu_info(src, &si));
+    if (di.kind == COLLAR_MEM_HOST && si.kind == COLLAR_MEM_HOST) {
+        if (bytes != 0 && dst != src) {
+            memmove(dst, src, bytes);
+        }
+        memset(done, 0, sizeof(*done));
+        return COLLAR_OK;
+    }
+    cu_device_t *dv;
+    COLLAR_CHECK(cu_use_device(di.kind != COLLAR_MEM_HOST ? di.device : si.device,
+                               &dv));
+    struct collar_stream *s = &dv->s[(unsigned)stream % CU_NSTREAMS];
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->stream);
+    if (err != cudaSuccess) {
+        cu_fail("cudaMemcpyAsync", err);
+        return COLLAR_ERR_DEVICE;
+    }
+    return cu_record(dv, s, done);
+}
+
+static collar_status_t cu_reduce_async(void *inout, const void *in,
+                                       size_t count, collar_dtype_t dt,
+                                       collar_op_t op, int stream,
+                                       collar_event_t *done)
+{
+    if (!collar_cuda_reduce_supported(dt, op)) {
+        return COLLAR_ERR_UNSUPPORTED;
+    }
+    collar_ptr_info_t info;
+    COLLAR_CHECK(cu_info(inout, &info));
+    cu_device_t *dv;
+    COLLAR_CHECK(cu_use_device(info.device, &dv));
+    struct collar_stream *s = &dv->s[(unsigned)stream % CU_NSTREAMS];
+    const int rc = collar_cuda_reduce_launch(inout, in, count, dt, op, s->stream);
+    if (rc < 0) {
+        return COLLAR_ERR_UNSUPPORTED;
+    }
+    if (rc > 0) {
+        cu_fail("a reduction kernel launch", (cudaError_t)rc);
+        return COLLAR_ERR_DEVICE;
+    }
+    return cu_record(dv, s, done);
+}
+
+static collar_status_t cu_order_after_caller(void)
+{
+    if (collar_cfg.sync != COLLAR_SYNC_DEVICE) {
+        return COLLAR_OK;   /* stream: implicit in blocking streams */
+    }
+    /* Every device: the caller's work may be on any of them (collar's
+     * runtime does not know the caller's current device). */
+    for (int d = 0; d < cu.ndevices; d++) {
+        cudaError_t err = cudaSetDevice(d);
+        if (err == cudaSuccess) {
+            err = cudaDeviceSynchronize();
+        }
+        if (err != cudaSuccess) {
+            cu_fail("cudaDeviceSynchronize", err);
+            return COLLAR_ERR_DEVICE;
+        }
+    }
+    return COLLAR_OK;
+}
+
+/* ----------------------------------------------------------------- memory */
+
+static collar_status_t cu_host_alloc(size_t bytes, void **ptr)
+{
+    cudaError_t err = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable);
+    if (err == cudaSuccess) {
+        return COLLAR_OK;
+    }
+    cudaGetLastError();
+    if (collar_log_first("cuda-pageable")) {
+        collar_warn(MEM, "cuda: cannot pin %zu bytes (%s); staging through "
+                    "pageable memory (slower)", bytes, cudaGetErrorString(err));
+    }
+    if (posix_memalign(ptr, 4096, bytes ? bytes : 1) != 0) {
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    return COLLAR_OK;
+}
+
+static void cu_host_free(void *ptr)
+{
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, ptr) == cudaSuccess
+        && a.type == cudaMemoryTypeHost) {
+        cudaFreeHost(ptr);
+    } else {
+        cudaGetLastError();
+        free(ptr);
+    }
+}
+
+static collar_status_t cu_dev_alloc(size_t bytes, void **ptr)
+{
+    cu_device_t *dv;
+    COLLAR_CHECK(cu_use_device(cu_last_device, &dv));
+    cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        collar_debug(MEM, "cuda: cudaMalloc of %zu bytes failed: %s", bytes,
+                     cudaGetErrorString(err));
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    return COLLAR_OK;
+}
+
+static void cu_dev_free(void *ptr)
+{
+    collar_ptrcache_forget(cu.cache, ptr, 1);
+    cudaFree(ptr);
+}
+
+const collar_device_t collar_device_cuda = {
+    .name               = "cuda",
+    .init               = cu_init,
+    .finalize           = cu_finalize,
+    .mem_query          = cu_mem_query,
+    .host_alloc         = cu_host_alloc,
+    .host_free          = cu_host_free,
+    .dev_alloc          = cu_dev_alloc,
+    .dev_free           = cu_dev_free,
+    .nstreams           = cu_nstreams,
+    .copy_async         = cu_copy_async,
+    .reduce_supported   = collar_cuda_reduce_supported,
+    .reduce_async       = cu_reduce_async,
+    .event_query        = cu_event_query,
+    .order_after_caller = cu_order_after_caller,
+};

@@ -1,0 +1,65 @@
+/*
+ * collar - the pointer cache: device allocations seen before, in front of
+ * the driver's pointer query.
+ *
+ * Each entry is one device (or managed) allocation [base, base + size) with
+ * its kind, device and buffer id, learnt from one full driver query (a
+ * miss).  Host memory is never cached: the driver gives no range for
+ * pageable memory, and a host answer is only as good as the moment it was
+ * asked.  collar does not hook the application's frees, so an address
+ * range can be freed and handed out again (as another kind) behind the
+ * cache's back; in mode COLLAR_PTR_CACHE_ON each hit therefore asks the
+ * driver for the buffer id at the pointer (one attribute, much cheaper than
+ * the full query) and a different id drops the entry and counts as a miss.
+ * COLLAR_PTR_CACHE_TRUST skips that check.
+ *
+ * The driver is a pair of functions, so that the cache is unit-tested and
+ * measured without a GPU (tests/unit/test_ptrcache.c,
+ * tests/bench/bench_ptrcache.c).
+ */
+#ifndef COLLAR_PTRCACHE_H
+#define COLLAR_PTRCACHE_H
+
+#include "../core/core.h"
+
+typedef struct {
+    collar_mem_kind_t  kind;
+    uintptr_t          base;       /* allocation start; 0: unknown */
+    size_t             size;       /* allocation size; 0: unknown */
+    unsigned long long buffer_id;  /* 0: unknown or host */
+    int                device;     /* ordinal; -1 for host memory */
+} collar_ptr_info_t;
+
+typedef struct {
+    /* Everything about the memory at ptr (a miss). */
+    collar_status_t (*query)(void *ctx, const void *ptr, collar_ptr_info_t *info);
+    /* The buffer id of the allocation at ptr now; 0 when there is none. */
+    unsigned long long (*buffer_id)(void *ctx, const void *ptr);
+    void *ctx;
+} collar_ptr_driver_t;
+
+typedef struct collar_ptrcache collar_ptrcache_t;
+
+typedef struct {
+    uint64_t hits;
+    uint64_t misses;
+    uint64_t stale;     /* hits whose buffer id had changed */
+    uint64_t entries;
+} collar_ptrcache_stats_t;
+
+/* mode: collar_ptr_cache_t; OFF makes every lookup a driver query.
+ * capacity: entries kept (least recently inserted go first). */
+collar_status_t collar_ptrcache_create(const collar_ptr_driver_t *driver,
+                                       int mode, size_t capacity,
+                                       collar_ptrcache_t **cache);
+void collar_ptrcache_destroy(collar_ptrcache_t *cache);
+/* What is at ptr.  Thread-safe. */
+collar_status_t collar_ptrcache_lookup(collar_ptrcache_t *cache,
+                                       const void *ptr, collar_ptr_info_t *info);
+/* Forget every entry overlapping [ptr, ptr + len) (collar's own frees). */
+void collar_ptrcache_forget(collar_ptrcache_t *cache, const void *ptr,
+                            size_t len);
+void collar_ptrcache_stats(collar_ptrcache_t *cache,
+                           collar_ptrcache_stats_t *stats);
+
+#endif /* COLLAR_PTRCACHE_H */

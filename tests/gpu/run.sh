@@ -1,0 +1,156 @@
+#!/bin/bash
+# collar on a real GPU, in one call (well under 8 minutes): build, check
+# correctness on device memory, print a performance table.
+#
+#   bash tests/gpu/run.sh            (after tests/gpu/prepare.sh made .gpu/)
+#
+# 1. MPI: the machine's mpicc when there is one, else the MPICH wheel in
+#    .gpu/ unpacked to a scratch directory (relocatable, not CUDA-aware).
+# 2. collar from .gpu/collar-*.tar.gz: configure --with-cuda, make, install
+#    to a scratch prefix; the kernel test (tests/unit/test_kernels) runs the
+#    reduction kernels on the GPU against the host loops.
+# 3. tests/gpu/test_device.c under collar with 2 and 4 ranks sharing the
+#    GPU, with every algorithm forced in turn (auto, staged, chunked, ring):
+#    cudaMalloc, managed, device->pinned, unsynchronised asynchronous fills.
+# 4. Performance: collar-tune --csv on device memory, 2 and 4 ranks, sizes
+#    4 B .. 64 MiB: median latency per algorithm (and native where the MPI
+#    library takes device pointers), printed as a table of us and GB/s
+#    (algorithm bandwidth: bytes / time).
+# 5. The pointer cache: bench_ptrcache (driver query, hit with buffer-id
+#    check, trusted hit, host pointer).
+# Output goes to stdout and, when $OUT is set, to $OUT/gpu-report.txt.
+# With no GPU (GPU_FORCE_SIM=1, or no driver) the same steps run on the sim
+# device, so that the script itself is tested on a CPU-only machine;
+# GPU_USE_WHEEL=1 uses the MPICH wheel even where an mpicc is installed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+top=$PWD
+work=${GPU_WORK:-/tmp/collar-gpu}
+report=${OUT:+$OUT/gpu-report.txt}
+report=${report:-$work/gpu-report.txt}
+jobs=$(nproc)
+t_start=$SECONDS
+rm -rf "$work"
+mkdir -p "$work"
+exec > >(tee "$report") 2>&1
+say() { echo "=== gpu: $* ($((SECONDS - t_start)) s)"; }
+die() { say "FAILED: $*"; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export HYDRA_LAUNCHER=fork
+
+# ----------------------------------------------------------------- machine
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+[ -x "$cuda_home/bin/nvcc" ] || cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
+gpu=no
+if [ "${GPU_FORCE_SIM:-0}" != 1 ] && command -v nvidia-smi >/dev/null \
+        && nvidia-smi -L >/dev/null 2>&1; then
+    gpu=yes
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+fi
+say "GPU: $gpu; CUDA toolkit: $cuda_home ($("$cuda_home/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+
+# --------------------------------------------------------------------- MPI
+if [ -z "${MPICC:-}" ] && [ "${GPU_USE_WHEEL:-0}" != 1 ] && command -v mpicc >/dev/null; then
+    MPICC=$(command -v mpicc)
+    MPIEXEC=$(command -v mpiexec)
+fi
+if [ -z "${MPICC:-}" ]; then
+    whl=$(ls .gpu/mpich-*.whl 2>/dev/null | head -1)
+    [ -n "$whl" ] || die "no mpicc here and no .gpu/mpich-*.whl (run tests/gpu/prepare.sh)"
+    mkdir -p "$work/mpich" && (cd "$work/mpich" && python3 -m zipfile -e "$top/$whl" .)
+    mpi_prefix=$(echo "$work"/mpich/mpich-*.data/data)
+    chmod +x "$mpi_prefix"/bin/*
+    MPICC=$mpi_prefix/bin/mpicc
+    MPIEXEC=$mpi_prefix/bin/mpiexec
+    export LD_LIBRARY_PATH=$mpi_prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    export PATH=$mpi_prefix/bin:$PATH
+fi
+say "MPI: $MPICC ($("$MPICC" -show 2>/dev/null | cut -c1-60 || true)...)"
+mpiexec_n() { local n=$1; shift; timeout 300 "$MPIEXEC" -n "$n" "$@"; }
+
+# ------------------------------------------------------------------ build
+tarball=$(ls .gpu/collar-*.tar.gz 2>/dev/null | head -1)
+if [ -n "$tarball" ]; then
+    tar -C "$work" -xzf "$tarball"
+    src=$(echo "$work"/collar-*/)
+elif [ -x ./configure ]; then
+    src=$top/
+else
+    die "no .gpu/collar-*.tar.gz and no ./configure (run tests/gpu/prepare.sh)"
+fi
+mkdir -p "$work/build"
+(cd "$work/build" && "$src/configure" -q --prefix="$work/inst" --with-cuda="$cuda_home" \
+     MPICC="$MPICC" >configure.log 2>&1) || { tail -30 "$work/build/configure.log"; die "configure"; }
+make -C "$work/build" -j"$jobs" >"$work/make.log" 2>&1 || { tail -40 "$work/make.log"; die "make"; }
+make -C "$work/build" install >/dev/null 2>&1 || die "make install"
+make -C "$work/build/tests" -j"$jobs" unit/test_kernels bench/bench_ptrcache \
+    >>"$work/make.log" 2>&1 || { tail -20 "$work/make.log"; die "make tests"; }
+lib=$work/inst/lib/libcollar.so
+say "built $(basename "$src") with CUDA"
+fail=0
+
+# ---------------------------------------------------------------- kernels
+if [ -x "$work/build/tests/unit/test_kernels" ]; then
+    "$work/build/tests/unit/test_kernels" | tail -5 || { fail=1; say "kernel test FAILED"; }
+fi
+
+# ------------------------------------------------------------ correctness
+"$MPICC" -O2 -I"$cuda_home/include" "$top/tests/gpu/test_device.c" -o "$work/test_device" \
+    -L"$cuda_home/lib64" -lcudart -lm -Wl,-rpath,"$cuda_home/lib64" || die "compile test_device"
+dev=cuda
+args=()
+if [ "$gpu" = no ]; then
+    dev=sim
+    args=(--host)
+fi
+for n in 2 4; do
+    for alg in auto staged chunked ring; do
+        if mpiexec_n "$n" env LD_PRELOAD="$lib" COLLAR_DEVICE="$dev" COLLAR_ALGORITHM="$alg" \
+                "$work/test_device" "${args[@]}" >"$work/device-$n-$alg.log" 2>&1; then
+            echo "  $n ranks, $alg: $(grep '^test_device' "$work/device-$n-$alg.log")"
+        else
+            fail=1
+            echo "  $n ranks, $alg: FAILED"
+            head -20 "$work/device-$n-$alg.log"
+        fi
+    done
+done
+say "correctness done"
+
+# ------------------------------------------------------------ performance
+tune_mem=device
+for n in 2 4; do
+    csv=$work/tune-$n.csv
+    mpiexec_n "$n" env LD_PRELOAD="$lib" COLLAR_DEVICE="$dev" \
+        "$work/inst/bin/collar-tune" --memory "$tune_mem" --quick --min 4 --max 64M \
+        --ranks "$n" --chunks 256K,1M,4M --time-limit 60 --csv "$csv" \
+        --output "$work/tune-$n.table" >"$work/tune-$n.log" 2>&1 \
+        || { fail=1; tail -20 "$work/tune-$n.log"; continue; }
+    echo
+    echo "allreduce on $tune_mem memory, $n ranks on one GPU ($dev device): median us (GB/s)"
+    python3 - "$csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+best = {}
+for r in rows:
+    key = (int(r["bytes"]), r["algorithm"] + ("" if r["chunk"] in ("", "0") else ":" + r["chunk"]))
+    best[key] = min(best.get(key, 1e30), float(r["median_us"]))
+algs = sorted({a for _, a in best})
+sizes = sorted({b for b, _ in best})
+print("%10s " % "bytes" + "".join("%20s" % a for a in algs))
+for b in sizes:
+    cells = []
+    for a in algs:
+        t = best.get((b, a))
+        cells.append("%20s" % ("-" if t is None else "%.1f (%.2f)" % (t, b / t / 1e3)))
+    print("%10d " % b + "".join(cells))
+PY
+    echo "table chosen:"; grep -v '^#' "$work/tune-$n.table" | sed 's/^/  /'
+done
+say "performance done"
+
+# ---------------------------------------------------------- pointer cache
+echo
+COLLAR_DEVICE=$dev "$work/build/tests/bench/bench_ptrcache" || fail=1
+say "all done: $([ $fail = 0 ] && echo PASS || echo FAILED)"
+exit $fail

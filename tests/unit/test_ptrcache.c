@@ -1,0 +1,274 @@
+/*
+ * Unit test of the pointer cache (src/mem/ptrcache.c) against a fake
+ * driver: a table of "allocations" that the test frees and reuses behind
+ * the cache's back, as an application does.  Checks that hits need no full
+ * query, that host memory is never cached, that a freed-and-reused range
+ * is caught by its buffer id (and never yields the old kind) in mode 1,
+ * what trust mode promises, eviction at capacity, forget(), and lookups
+ * from several threads while ranges change.
+ */
+#include "config.h"
+#include "mem/ptrcache.h"
+#include "unit.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NALLOC 8
+
+typedef struct {
+    uintptr_t          base;
+    size_t             size;
+    collar_mem_kind_t  kind;
+    unsigned long long id;       /* 0: free */
+} fake_alloc_t;
+
+static fake_alloc_t     allocs[NALLOC];
+static pthread_mutex_t  fake_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic unsigned long long next_id = 1;
+static _Atomic long     nqueries, nids;
+
+static void fake_map(int slot, uintptr_t base, size_t size, collar_mem_kind_t kind)
+{
+    pthread_mutex_lock(&fake_lock);
+    allocs[slot] = (fake_alloc_t){ base, size, kind, atomic_fetch_add(&next_id, 1) };
+    pthread_mutex_unlock(&fake_lock);
+}
+
+static void fake_unmap(int slot)
+{
+    pthread_mutex_lock(&fake_lock);
+    allocs[slot].id = 0;
+    pthread_mutex_unlock(&fake_lock);
+}
+
+static const fake_alloc_t *fake_find(uintptr_t p, fake_alloc_t *copy)
+{
+    const fake_alloc_t *found = NULL;
+    pthread_mutex_lock(&fake_lock);
+    for (int i = 0; i < NALLOC; i++) {
+        if (allocs[i].id != 0 && p >= allocs[i].base
+            && p - allocs[i].base < allocs[i].size) {
+            *copy = allocs[i];
+            found = copy;
+        }
+    }
+    pthread_mutex_unlock(&fake_lock);
+    return found;
+}
+
+static collar_status_t fake_query(void *ctx, const void *ptr, collar_ptr_info_t *info)
+{
+    (void)ctx;
+    atomic_fetch_add(&nqueries, 1);
+    fake_alloc_t a;
+    memset(info, 0, sizeof(*info));
+    info->kind = COLLAR_MEM_HOST;
+    info->device = -1;
+    if (fake_find((uintptr_t)ptr, &a) != NULL) {
+        info->kind = a.kind;
+        info->base = a.base;
+        info->size = a.size;
+        info->buffer_id = a.id;
+        info->device = 0;
+    }
+    return COLLAR_OK;
+}
+
+static unsigned long long fake_buffer_id(void *ctx, const void *ptr)
+{
+    (void)ctx;
+    atomic_fetch_add(&nids, 1);
+    fake_alloc_t a;
+    return fake_find((uintptr_t)ptr, &a) != NULL ? a.id : 0;
+}
+
+static const collar_ptr_driver_t driver = { fake_query, fake_buffer_id, NULL };
+
+static collar_mem_kind_t kind_at(collar_ptrcache_t *c, uintptr_t p)
+{
+    collar_ptr_info_t info;
+    collar_status_t st = collar_ptrcache_lookup(c, (const void *)p, &info);
+    UNIT_CHECK(st == COLLAR_OK, "lookup %#lx: %d", (unsigned long)p, st);
+    return info.kind;
+}
+
+static void reset(void)
+{
+    memset(allocs, 0, sizeof(allocs));
+    atomic_store(&nqueries, 0);
+    atomic_store(&nids, 0);
+}
+
+static void test_hits_and_host(int mode)
+{
+    reset();
+    collar_ptrcache_t *c;
+    UNIT_CHECK(collar_ptrcache_create(&driver, mode, 16, &c) == COLLAR_OK, "create");
+    fake_map(0, 0x100000, 0x10000, COLLAR_MEM_DEVICE);
+    fake_map(1, 0x200000, 0x1000, COLLAR_MEM_MANAGED);
+    UNIT_CHECK(kind_at(c, 0x100000) == COLLAR_MEM_DEVICE, "device base");
+    UNIT_CHECK(kind_at(c, 0x10ffff) == COLLAR_MEM_DEVICE, "device last byte");
+    UNIT_CHECK(kind_at(c, 0x108000) == COLLAR_MEM_DEVICE, "device middle");
+    UNIT_CHECK(kind_at(c, 0x110000) == COLLAR_MEM_HOST, "one past the end");
+    UNIT_CHECK(kind_at(c, 0x200010) == COLLAR_MEM_MANAGED, "managed");
+    UNIT_CHECK(kind_at(c, 0x200010) == COLLAR_MEM_MANAGED, "managed again");
+    UNIT_CHECK(kind_at(c, 0x50) == COLLAR_MEM_HOST, "host");
+    UNIT_CHECK(kind_at(c, 0x50) == COLLAR_MEM_HOST, "host again");
+    collar_ptrcache_stats_t st;
+    collar_ptrcache_stats(c, &st);
+    if (mode == COLLAR_PTR_CACHE_OFF) {
+        UNIT_CHECK(atomic_load(&nqueries) == 8, "off: every lookup queries (%ld)",
+                   atomic_load(&nqueries));
+        UNIT_CHECK(st.entries == 0 && st.hits == 0, "off: nothing cached");
+    } else {
+        /* Misses: device base, one past the end, managed, host twice. */
+        UNIT_CHECK(atomic_load(&nqueries) == 5, "mode %d: %ld full queries",
+                   mode, atomic_load(&nqueries));
+        UNIT_CHECK(st.hits == 3 && st.misses == 5 && st.entries == 2,
+                   "mode %d: %llu hits %llu misses %llu entries", mode,
+                   (unsigned long long)st.hits, (unsigned long long)st.misses,
+                   (unsigned long long)st.entries);
+        UNIT_CHECK(atomic_load(&nids) == (mode == COLLAR_PTR_CACHE_ON ? 3 : 0),
+                   "mode %d: %ld buffer-id checks", mode, atomic_load(&nids));
+    }
+    collar_ptrcache_destroy(c);
+}
+
+/* Freed and reused behind the cache's back. */
+static void test_reuse(void)
+{
+    reset();
+    collar_ptrcache_t *c;
+    UNIT_CHECK(collar_ptrcache_create(&driver, COLLAR_PTR_CACHE_ON, 16, &c) == COLLAR_OK,
+               "create");
+    fake_map(0, 0x100000, 0x10000, COLLAR_MEM_DEVICE);
+    UNIT_CHECK(kind_at(c, 0x100100) == COLLAR_MEM_DEVICE, "device");
+    /* Freed: the range is host memory now (as far as the driver knows). */
+    fake_unmap(0);
+    UNIT_CHECK(kind_at(c, 0x100100) == COLLAR_MEM_HOST, "freed: host");
+    /* Reused as managed memory at an overlapping range. */
+    fake_map(0, 0x0f8000, 0x10000, COLLAR_MEM_MANAGED);
+    UNIT_CHECK(kind_at(c, 0x100100) == COLLAR_MEM_MANAGED, "reused as managed");
+    UNIT_CHECK(kind_at(c, 0x0f8000) == COLLAR_MEM_MANAGED, "reused base");
+    /* Reused again as device memory, same range, new id. */
+    fake_unmap(0);
+    fake_map(0, 0x0f8000, 0x10000, COLLAR_MEM_DEVICE);
+    UNIT_CHECK(kind_at(c, 0x0f8000) == COLLAR_MEM_DEVICE, "reused as device");
+    collar_ptrcache_stats_t st;
+    collar_ptrcache_stats(c, &st);
+    UNIT_CHECK(st.stale == 2, "%llu stale hits detected", (unsigned long long)st.stale);
+    UNIT_CHECK(st.entries == 1, "%llu entries", (unsigned long long)st.entries);
+    collar_ptrcache_destroy(c);
+
+    /* Trust mode keeps answering from the cache (documented): the cost of
+     * skipping the check. */
+    reset();
+    UNIT_CHECK(collar_ptrcache_create(&driver, COLLAR_PTR_CACHE_TRUST, 16, &c) == COLLAR_OK,
+               "create");
+    fake_map(0, 0x100000, 0x10000, COLLAR_MEM_DEVICE);
+    UNIT_CHECK(kind_at(c, 0x100100) == COLLAR_MEM_DEVICE, "trust: device");
+    fake_unmap(0);
+    UNIT_CHECK(kind_at(c, 0x100100) == COLLAR_MEM_DEVICE, "trust: stale answer");
+    collar_ptrcache_forget(c, (const void *)0x100000, 1);
+    UNIT_CHECK(kind_at(c, 0x100100) == COLLAR_MEM_HOST, "trust: forgotten");
+    collar_ptrcache_destroy(c);
+}
+
+static void test_capacity(void)
+{
+    reset();
+    collar_ptrcache_t *c;
+    UNIT_CHECK(collar_ptrcache_create(&driver, COLLAR_PTR_CACHE_ON, 3, &c) == COLLAR_OK,
+               "create");
+    for (int i = 0; i < NALLOC; i++) {
+        fake_map(i, 0x1000000 - (uintptr_t)i * 0x10000, 0x8000, COLLAR_MEM_DEVICE);
+    }
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < NALLOC; i++) {
+            UNIT_CHECK(kind_at(c, 0x1000000 - (uintptr_t)i * 0x10000 + 8)
+                       == COLLAR_MEM_DEVICE, "alloc %d", i);
+        }
+    }
+    collar_ptrcache_stats_t st;
+    collar_ptrcache_stats(c, &st);
+    UNIT_CHECK(st.entries == 3, "capacity kept: %llu", (unsigned long long)st.entries);
+    /* The last three stay: one more round over them hits. */
+    const uint64_t before = st.hits;
+    for (int i = NALLOC - 3; i < NALLOC; i++) {
+        kind_at(c, 0x1000000 - (uintptr_t)i * 0x10000);
+    }
+    collar_ptrcache_stats(c, &st);
+    UNIT_CHECK(st.hits == before + 3, "newest entries kept");
+    collar_ptrcache_destroy(c);
+}
+
+/* Several threads look up while one frees and remaps: every answer is one
+ * the driver gave at some moment (host while unmapped, else the range's
+ * kind and bounds), a host address is never anything but host, and
+ * nothing crashes (run it under --enable-tsan too).  The range alternates
+ * between device and managed memory. */
+typedef struct {
+    collar_ptrcache_t *c;
+    _Atomic int       *stop;
+    long               bad;
+} worker_t;
+
+static void *lookup_worker(void *arg)
+{
+    worker_t *w = arg;
+    while (!atomic_load(w->stop)) {
+        collar_ptr_info_t info;
+        collar_ptrcache_lookup(w->c, (const void *)0x300040, &info);
+        if (info.kind != COLLAR_MEM_HOST
+            && (info.base != 0x300000 || info.size != 0x1000)) {
+            w->bad++;
+        }
+        collar_ptrcache_lookup(w->c, (const void *)0x10, &info);
+        if (info.kind != COLLAR_MEM_HOST) {
+            w->bad++;
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    reset();
+    collar_ptrcache_t *c;
+    UNIT_CHECK(collar_ptrcache_create(&driver, COLLAR_PTR_CACHE_ON, 8, &c) == COLLAR_OK,
+               "create");
+    _Atomic int stop = 0;
+    worker_t w[3];
+    pthread_t t[3];
+    fake_map(0, 0x300000, 0x1000, COLLAR_MEM_DEVICE);
+    for (int i = 0; i < 3; i++) {
+        w[i] = (worker_t){ c, &stop, 0 };
+        pthread_create(&t[i], NULL, lookup_worker, &w[i]);
+    }
+    for (int i = 0; i < 20000; i++) {
+        fake_unmap(0);
+        fake_map(0, 0x300000, 0x1000, i % 2 ? COLLAR_MEM_MANAGED : COLLAR_MEM_DEVICE);
+    }
+    atomic_store(&stop, 1);
+    long bad = 0;
+    for (int i = 0; i < 3; i++) {
+        pthread_join(t[i], NULL);
+        bad += w[i].bad;
+    }
+    UNIT_CHECK(bad == 0, "%ld impossible answers", bad);
+    collar_ptrcache_destroy(c);
+}
+
+int main(void)
+{
+    test_hits_and_host(COLLAR_PTR_CACHE_OFF);
+    test_hits_and_host(COLLAR_PTR_CACHE_ON);
+    test_hits_and_host(COLLAR_PTR_CACHE_TRUST);
+    test_reuse();
+    test_capacity();
+    test_threads();
+    return unit_finish("test_ptrcache");
+}
