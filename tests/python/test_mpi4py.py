@@ -25,10 +25,11 @@ complex types), within a bound of a few units in the last place of the
 summands' magnitude.  Bcast and Allgather results are compared bit for bit.
 
 Rank 0 prints one line per dtype and the last lines
-    mpi4py: calls per rank: allreduce A bcast B allgather G
+    mpi4py: calls per rank: allreduce A empty A0 bcast B empty B0 allgather G empty G0
     mpi4py: N failures in M checks
 which the shell test reads (A counts MPI_Allreduce and MPI_Iallreduce, the
-final verdict's included); the exit status is 1 on any failure.
+final verdict's included; A0, B0, G0 the calls of count 0); the exit status
+is 1 on any failure.
 """
 
 import sys
@@ -48,6 +49,7 @@ checks = 0
 allreduce_calls = 0          # MPI_Allreduce + MPI_Iallreduce, this rank
 bcast_calls = 0
 allgather_calls = 0
+empty_calls = {"allreduce": 0, "bcast": 0, "allgather": 0}   # count 0
 
 
 def fail(what):
@@ -241,11 +243,13 @@ def test_allreduce(dt):
             recv = np.full(n, 7, dtype=dt) if n else np.empty(0, dtype=dt)
             comm.Allreduce(mine, recv, op=op)
             allreduce_calls += 1
+            empty_calls["allreduce"] += n == 0
             compare(what, recv, want, bound)
             compare(what + " (send buffer unchanged)", mine, inputs[rank], None)
             buf = inputs[rank].copy()
             comm.Allreduce(MPI.IN_PLACE, buf, op=op)
             allreduce_calls += 1
+            empty_calls["allreduce"] += n == 0
             compare(what + " in place", buf, want, bound)
 
 
@@ -268,6 +272,7 @@ def test_iallreduce(dt):
             reqs.append(comm.Iallreduce(MPI.IN_PLACE, buf, op=op))
             pending.append((what + " in place", buf, want, bound))
             allreduce_calls += 2
+            empty_calls["allreduce"] += 2 * (n == 0)
         MPI.Request.Waitall(reqs)
         for what, got, want, bound in pending:
             compare(what, got, want, bound)
@@ -283,6 +288,7 @@ def test_bcast(dt):
             buf = data.copy() if rank == root else np.zeros(n, dtype=dt)
             comm.Bcast(buf, root=root)
             bcast_calls += 1
+            empty_calls["bcast"] += n == 0
             compare("Bcast %s n=%d root=%d" % (dtype_name(dt), n, root), buf, data, None)
 
 
@@ -296,12 +302,14 @@ def test_allgather(dt):
         recv = np.zeros(n * nranks, dtype=dt)
         comm.Allgather(mine, recv)
         allgather_calls += 1
+        empty_calls["allgather"] += n == 0
         compare(what, recv, want, None)
         compare(what + " (send buffer unchanged)", mine, inputs[rank], None)
         buf = np.zeros(n * nranks, dtype=dt)
         buf[rank * n:(rank + 1) * n] = inputs[rank]
         comm.Allgather(MPI.IN_PLACE, buf)
         allgather_calls += 1
+        empty_calls["allgather"] += n == 0
         compare(what + " in place", buf, want, None)
 
 
@@ -341,8 +349,9 @@ def main():
     comm.Allreduce(counts, total, op=MPI.SUM)
     allreduce_calls += 1
     if rank == 0:
-        print("mpi4py: calls per rank: allreduce %d bcast %d allgather %d"
-              % (allreduce_calls, bcast_calls, allgather_calls))
+        print("mpi4py: calls per rank: allreduce %d empty %d bcast %d empty %d allgather %d empty %d"
+              % (allreduce_calls, empty_calls["allreduce"], bcast_calls, empty_calls["bcast"],
+                 allgather_calls, empty_calls["allgather"]))
         print("mpi4py: %d failures in %d checks" % (total[0], total[1]), flush=True)
     return 1 if total[0] else 0
 
