@@ -11,6 +11,7 @@
 #include "../mem/mem.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
