@@ -10,7 +10,8 @@
 #                      so that newer GPUs can JIT it; each must be one that
 #                      this nvcc builds (CUDA 13: 75 and newer).
 #   NVCCFLAGS          extra nvcc flags (precious; default -O3)
-# Substitutes NVCC_ARCH_FLAGS (the -gencode list) for src/Makefile.am.
+# Substitutes NVCC_ARCH_FLAGS (the -gencode list) and NVCC_PTX_FLAGS (PTX of
+# the first architecture, for .cu files without kernels); see config/cuda.am.
 AC_DEFUN([COLLAR_CHECK_CUDA], [
     AC_ARG_WITH([cuda],
         [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@],
@@ -65,6 +66,7 @@ AC_DEFUN([COLLAR_CHECK_CUDA], [
     AC_SUBST([CUDA_LDFLAGS])
     AC_SUBST([CUDA_LIBS])
     AC_SUBST([NVCC_ARCH_FLAGS])
+    AC_SUBST([NVCC_PTX_FLAGS])
 ])
 
 # COLLAR_CUDA_ARCH_FLAGS: $with_cuda_arch -> NVCC_ARCH_FLAGS, checked against
@@ -75,6 +77,7 @@ AC_DEFUN([COLLAR_CUDA_ARCH_FLAGS], [
     collar_cuda_known=`"$NVCC" --list-gpu-code 2>/dev/null | tr '
 ' ' '`
     NVCC_ARCH_FLAGS=""
+    NVCC_PTX_FLAGS=""
     collar_cuda_last=""
     for collar_a in $collar_cuda_arch_list; do
         collar_a=`echo "$collar_a" | sed -e 's/^sm_//' -e 's/^compute_//'`
@@ -87,6 +90,8 @@ AC_DEFUN([COLLAR_CUDA_ARCH_FLAGS], [
                 [AC_MSG_ERROR([--with-cuda-arch: $NVCC cannot build sm_$collar_a (it builds:$collar_cuda_known)])])
         ])
         NVCC_ARCH_FLAGS="$NVCC_ARCH_FLAGS -gencode=arch=compute_$collar_a,code=sm_$collar_a"
+        AS_IF([test -z "$NVCC_PTX_FLAGS"],
+              [NVCC_PTX_FLAGS="-gencode=arch=compute_$collar_a,code=compute_$collar_a"])
         collar_cuda_last=$collar_a
     done
     AS_IF([test -z "$collar_cuda_last"],
