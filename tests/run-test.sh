@@ -11,6 +11,8 @@
 #   skip "why"
 #       exit 77: the test is skipped (automake reports SKIP).
 #
+# TEST_SKIP (optional): names of tests to skip, e.g. "horovod stress".
+#
 # Environment (from the Makefile): MPIRUN, LIBCOLLAR, MPI_TRANSPORT
 # (optional: "tcp" runs Open MPI over its TCP transport), TEST_TIMEOUT,
 # TEST_SANITIZER (asan, tsan or none: how configure built collar, see
@@ -59,6 +61,13 @@ skip() {
     echo "SKIP: $*"
     exit 77
 }
+
+# TEST_SKIP="name ...": tests (file names without .test) to skip, for CI
+# stages that run a suite again in another configuration (tests/ci-extra.sh).
+test_name=$(basename "$test_file" .test)
+case " ${TEST_SKIP:-} " in
+    *" $test_name "*) skip "$test_name is in TEST_SKIP (${TEST_SKIP})" ;;
+esac
 
 [ -x "$MPIRUN" ] || command -v "$MPIRUN" >/dev/null 2>&1 || skip "no MPI launcher ($MPIRUN)"
 [ -r "$LIBCOLLAR" ] || { echo "FAIL: $LIBCOLLAR not built"; exit 1; }
