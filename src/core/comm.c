@@ -11,9 +11,30 @@
 #include "core.h"
 
 #include <stdlib.h>
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>
+#endif
 
 static int comm_keyval = MPI_KEYVAL_INVALID;
 static MPI_Comm probe_comm = MPI_COMM_NULL;
+
+int collar_mpi_cuda_aware(void)
+{
+    if (collar_cfg.mpi_cuda_aware == 1) {
+        return 1;
+    }
+    if (collar_cfg.mpi_cuda_aware == 2) {
+        return 0;
+    }
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    return MPIX_Query_cuda_support();
+#elif defined(MPIX_GPU_SUPPORT_CUDA)
+    int yes = 0;   /* MPICH 4 */
+    return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &yes) == MPI_SUCCESS && yes;
+#else
+    return 0;
+#endif
+}
 
 MPI_Comm collar_comm_probe(void)
 {

@@ -281,6 +281,10 @@ void collar_comm_finalize(void);
 /* A duplicate of MPI_COMM_SELF whose errors return to collar: for asking
  * the MPI library, with one-rank calls, whether it accepts arguments. */
 MPI_Comm collar_comm_probe(void);
+/* Does the MPI library take device pointers?  COLLAR_MPI_CUDA_AWARE, else
+ * the library's own answer where it has one (Open MPI's MPIX extension,
+ * MPICH 4's MPIX_GPU_query_support).  After MPI_Init. */
+int collar_mpi_cuda_aware(void);
 
 /* -------------------------------------------------------------- selection */
 

@@ -10,9 +10,6 @@
 #include "interpose.h"
 #include "collar.h"
 
-#if defined(OPEN_MPI) && OPEN_MPI
-#include <mpi-ext.h>
-#endif
 
 #include <sched.h>
 #include <stdio.h>
@@ -67,28 +64,6 @@ COLLAR_EXPORT int collar_set_algorithm(const char *name, size_t chunk)
 
 /* ------------------------------------------------------ start-up, shut-down */
 
-/* Does the MPI library take device pointers?  COLLAR_MPI_CUDA_AWARE, else
- * the library's own answer where it has one (Open MPI's extension). */
-static int query_cuda_aware(void)
-{
-    switch (collar_cfg.mpi_cuda_aware) {
-    case 1:
-        return 1;
-    case 2:
-        return 0;
-    default:
-        break;
-    }
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-    return MPIX_Query_cuda_support();
-#elif defined(MPIX_GPU_SUPPORT_CUDA)
-    int yes = 0;   /* MPICH 4 */
-    return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &yes) == MPI_SUCCESS && yes;
-#else
-    return 0;
-#endif
-}
-
 static void collar_startup(void)
 {
     int rank = 0, size = 1;
@@ -116,7 +91,7 @@ static void collar_startup(void)
         return;
     }
     dev = collar_device_open(collar_cfg.device);
-    mpi_cuda_aware = query_cuda_aware();
+    mpi_cuda_aware = collar_mpi_cuda_aware();
     collar_stats_init();
     collar_stats_set_tuning_source(collar_select_sources());
     /* Host buffers only, every rule for them native, nothing to record:

@@ -30,9 +30,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(OPEN_MPI) && OPEN_MPI
-#include <mpi-ext.h>
-#endif
 
 #define PROG "collar-tune"
 
@@ -692,25 +689,6 @@ static void mpi_library(char *buf, size_t len)
         *comma = '\0';
     }
     snprintf(buf, len, "%s", lib[0] ? lib : "unknown MPI");
-}
-
-/* The MPI library takes device pointers (as collar decides it). */
-static int mpi_takes_device_pointers(void)
-{
-    if (collar_cfg.mpi_cuda_aware == 1) {
-        return 1;
-    }
-    if (collar_cfg.mpi_cuda_aware == 2) {
-        return 0;
-    }
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-    return MPIX_Query_cuda_support();
-#elif defined(MPIX_GPU_SUPPORT_CUDA)
-    int yes = 0;   /* MPICH 4 */
-    return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &yes) == MPI_SUCCESS && yes;
-#else
-    return 0;
-#endif
 }
 
 /* ------------------------------------------------------------ formatting */
@@ -1706,7 +1684,7 @@ int main(int argc, char **argv)
         fail("--memory host: under COLLAR_DEVICE=sim every buffer counts as "
              "device memory; tune host memory with COLLAR_DEVICE=none");
     }
-    int cuda_aware = mpi_takes_device_pointers();
+    int cuda_aware = collar_mpi_cuda_aware();
     if (!opt.alg_given) {
         opt.alg_on[COLLAR_ALG_NATIVE] = !opt.device || cuda_aware;
         opt.alg_on[COLLAR_ALG_STAGED] = 1;

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_util.h"
+
 typedef int (*allreduce_fn_t)(const void *, void *, int, MPI_Datatype, MPI_Op,
                               MPI_Comm);
 
@@ -33,15 +35,9 @@ static double batch(allreduce_fn_t fn, const double *in, double *out, int n,
     return tmax;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median(double *v, int n)
 {
-    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    qsort(v, (size_t)n, sizeof(double), bench_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 

@@ -13,24 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t parse_size(const char *s)
-{
-    char *end;
-    size_t v = strtoull(s, &end, 10);
-    switch (*end) {
-    case 'K': case 'k': v <<= 10; break;
-    case 'M': case 'm': v <<= 20; break;
-    case 'G': case 'g': v <<= 30; break;
-    default: break;
-    }
-    return v;
-}
+#include "bench_util.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv)
 {
@@ -43,7 +27,7 @@ int main(int argc, char **argv)
             reps = atoi(argv[++a]);
             continue;
         }
-        size_t bytes = parse_size(argv[a]);
+        size_t bytes = bench_parse_size(argv[a]);
         int n = (int)(bytes / sizeof(float));
         float *in = malloc((size_t)n * sizeof(float));
         float *out = malloc((size_t)n * sizeof(float));
@@ -66,7 +50,7 @@ int main(int argc, char **argv)
                 break;
             }
         }
-        qsort(t, (size_t)reps, sizeof(double), cmp_double);
+        qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
         if (rank == 0) {
             printf("bytes %zu median_us %.1f min_us %.1f\n", bytes, t[reps / 2] * 1e6,
                    t[0] * 1e6);

@@ -16,23 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t parse_size(const char *s)
-{
-    char *end;
-    size_t v = strtoull(s, &end, 10);
-    switch (*end) {
-    case 'K': case 'k': v <<= 10; break;
-    case 'M': case 'm': v <<= 20; break;
-    default: break;
-    }
-    return v;
-}
+#include "bench_util.h"
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* One timed broadcast: the slowest rank's seconds. */
 static double timed(int use_pmpi, unsigned char *buf, int n)
@@ -60,7 +45,7 @@ int main(int argc, char **argv)
             reps = atoi(argv[++a]);
             continue;
         }
-        const int n = (int)parse_size(argv[a]);
+        const int n = (int)bench_parse_size(argv[a]);
         unsigned char *buf = malloc((size_t)n + 1);
         double *t[2] = { malloc((size_t)reps * sizeof(double)),
                          malloc((size_t)reps * sizeof(double)) };
@@ -85,8 +70,8 @@ int main(int argc, char **argv)
                 break;
             }
         }
-        qsort(t[0], (size_t)reps, sizeof(double), cmp_double);
-        qsort(t[1], (size_t)reps, sizeof(double), cmp_double);
+        qsort(t[0], (size_t)reps, sizeof(double), bench_cmp_double);
+        qsort(t[1], (size_t)reps, sizeof(double), bench_cmp_double);
         const double mc = t[0][reps / 2] * 1e6, mp = t[1][reps / 2] * 1e6;
         if (rank == 0) {
             printf("bytes %d collar_us %.1f pmpi_us %.1f ratio %.2f\n", n, mc, mp,
