@@ -62,6 +62,10 @@ static const char *const sync_modes[] = {
 static const char *const ptr_cache_modes[] = {
     "0", "1", "trust", NULL
 };
+/* Indexed by collar_progress_mode_t. */
+static const char *const progress_modes[] = {
+    "thread", "wait", NULL
+};
 static const char *const stats_modes[] = {
     "0", "1", "callsites", NULL
 };
@@ -188,6 +192,18 @@ static const cfg_row_t table[] = {
     { "COLLAR_STATS_DEPTH", CFG_LONG, "1",
       "Call-site depth: how many of the application's frames name a call site.",
       FIELD(stats_depth), NULL, 1, COLLAR_STATS_MAX_DEPTH },
+    { "COLLAR_PROGRESS", CFG_ENUM, "thread",
+      "Who advances collar's operations while the application is inside "
+      "other MPI calls: thread (a progress thread, which needs "
+      "MPI_THREAD_MULTIPLE: collar asks the MPI library for it at MPI_Init; "
+      "asleep while nothing is outstanding), wait (only the application's "
+      "MPI_Wait*/MPI_Test* calls: a program that blocks in another call "
+      "while a peer waits for collar's next message can hang).",
+      FIELD(progress), progress_modes, 0, 0 },
+    { "COLLAR_PROGRESS_INTERVAL", CFG_LONG, "20",
+      "Microseconds the progress thread sleeps between passes over "
+      "outstanding operations (0: it only yields the processor).",
+      FIELD(progress_interval_us), NULL, 0, 1000000 },
     { "COLLAR_SIM_JITTER", CFG_LONG, "0",
       "sim device: random delay of up to this many microseconds before each "
       "copy or reduction, to expose missing waits.",

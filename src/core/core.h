@@ -180,7 +180,15 @@ typedef struct {
     char                *stats_file;
     int                  stats_format;   /* 0 text, 1 json */
     long                 stats_depth;
+    int                  progress;       /* collar_progress_mode_t */
+    long                 progress_interval_us;
 } collar_config_t;
+
+/* COLLAR_PROGRESS: who advances collar's outstanding operations. */
+typedef enum {
+    COLLAR_PROGRESS_THREAD,   /* a progress thread too (MPI_THREAD_MULTIPLE) */
+    COLLAR_PROGRESS_WAIT      /* only in the application's waits and tests */
+} collar_progress_mode_t;
 
 extern collar_config_t collar_cfg;
 

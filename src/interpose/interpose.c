@@ -64,6 +64,34 @@ COLLAR_EXPORT int collar_set_algorithm(const char *name, size_t chunk)
 
 /* ------------------------------------------------------ start-up, shut-down */
 
+/* Thread levels: what the MPI library gave, what the application is told
+ * (see init_thread); -1 before MPI_Init. */
+static int lib_level = -1;
+static int app_level = -1;
+
+/* The progress thread, when asked for and the library gives
+ * MPI_THREAD_MULTIPLE; else say why not. */
+static void start_progress(int rank)
+{
+    if (collar_cfg.progress != COLLAR_PROGRESS_THREAD) {
+        return;
+    }
+    int level = lib_level;
+    if (level < 0 && PMPI_Query_thread(&level) != MPI_SUCCESS) {
+        level = MPI_THREAD_SINGLE;
+    }
+    if (level >= MPI_THREAD_MULTIPLE) {
+        collar_progress_thread_enable(collar_cfg.progress_interval_us);
+        return;
+    }
+    if (rank == 0) {
+        collar_info(INIT, "no progress thread: the MPI library gives thread "
+                    "level %d, not MPI_THREAD_MULTIPLE; collar's operations "
+                    "progress only inside MPI_Wait*/MPI_Test* (COLLAR_PROGRESS)",
+                    level);
+    }
+}
+
 static void collar_startup(void)
 {
     int rank = 0, size = 1;
@@ -102,6 +130,7 @@ static void collar_startup(void)
     state = STATE_ACTIVE;
     straight = pass_all && !collar_stats_on;
     collar_colls_start(dev, mpi_cuda_aware);
+    start_progress(rank);
     if (rank == 0) {
         collar_info(INIT, "collar %s active: %d ranks, device %s, algorithm %s, "
                     "MPI %s device pointers", PACKAGE_VERSION, size, dev->name,
@@ -113,6 +142,7 @@ static void collar_startup(void)
 static void collar_shutdown(void)
 {
     straight = 1;
+    collar_progress_thread_stop();
     collar_colls_stop();
     if (state != STATE_ACTIVE) {
         state = STATE_FINALIZED;
@@ -129,23 +159,70 @@ static void collar_shutdown(void)
     collar_log_close();
 }
 
+/*
+ * Thread levels.  The progress thread calls the MPI library beside the
+ * application's threads, which needs MPI_THREAD_MULTIPLE: unless collar is
+ * disabled or COLLAR_PROGRESS=wait, MPI_Init and MPI_Init_thread ask the
+ * library for it, and tell the application the level it asked for (which
+ * the library then gives: a higher level includes the lower ones), so that
+ * MPI_Query_thread answers as it would without collar.
+ */
+static int wants_thread_multiple(void)
+{
+    const char *disable = getenv("COLLAR_DISABLE");
+    int off = 0;
+    if (disable != NULL && collar_parse_bool(disable, &off) == COLLAR_OK && off) {
+        return 0;
+    }
+    const char *progress = getenv("COLLAR_PROGRESS");
+    return progress == NULL || strcmp(progress, "wait") != 0;
+}
+
+static int init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int level = required;
+    if (wants_thread_multiple() && required < MPI_THREAD_MULTIPLE) {
+        level = MPI_THREAD_MULTIPLE;
+    }
+    int got = MPI_THREAD_SINGLE;
+    int rc = PMPI_Init_thread(argc, argv, level, &got);
+    if (rc != MPI_SUCCESS) {
+        return rc;
+    }
+    lib_level = got;
+    app_level = level != required && got >= required ? required : got;
+    if (provided != NULL) {
+        *provided = app_level;
+    }
+    collar_startup();
+    return rc;
+}
+
 COLLAR_EXPORT int MPI_Init(int *argc, char ***argv)
 {
-    int rc = PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS) {
-        collar_startup();
+    if (!wants_thread_multiple()) {
+        int rc = PMPI_Init(argc, argv);
+        if (rc == MPI_SUCCESS) {
+            collar_startup();
+        }
+        return rc;
     }
-    return rc;
+    return init_thread(argc, argv, MPI_THREAD_SINGLE, NULL);
 }
 
 COLLAR_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required,
                                   int *provided)
 {
-    int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS) {
-        collar_startup();
+    return init_thread(argc, argv, required, provided);
+}
+
+COLLAR_EXPORT int MPI_Query_thread(int *provided)
+{
+    if (app_level < 0 || provided == NULL) {
+        return PMPI_Query_thread(provided);
     }
-    return rc;
+    *provided = app_level;
+    return MPI_SUCCESS;
 }
 
 COLLAR_EXPORT int MPI_Finalize(void)

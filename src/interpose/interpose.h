@@ -37,5 +37,12 @@ collar_status_t collar_run_blocking(collar_sched_t *s);
 collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Request *request);
 /* Progress until nothing is outstanding (MPI_Finalize). */
 void collar_run_drain(void);
+/* Let a progress thread run (the MPI library gives MPI_THREAD_MULTIPLE):
+ * it starts with the first operation and makes a pass over the outstanding
+ * ones every interval_us while there are any. */
+void collar_progress_thread_enable(long interval_us);
+/* Stop and join it (before MPI_Finalize). */
+void collar_progress_thread_stop(void);
+int collar_progress_thread_running(void);
 
 #endif /* COLLAR_INTERPOSE_H */

@@ -7,15 +7,24 @@
  * communicator on every rank.  A finished nonblocking operation completes its
  * generalized request; a finished blocking one is picked up by its caller.
  *
- * Progress comes from the MPI_Wait* / MPI_Test* wrappers: a schedule whose
- * copy has landed issues its PMPI_Iallreduce the next time the application
- * enters one of them.
+ * Progress comes from the MPI_Wait* / MPI_Test* wrappers, and from a
+ * progress thread (COLLAR_PROGRESS=thread, the default, when the MPI library
+ * gives MPI_THREAD_MULTIPLE).  The thread is what keeps MPI's progress rule:
+ * a rank blocked in MPI_Recv, MPI_Barrier, a Fortran PMPI_Wait or any other
+ * call collar does not see still issues its next chunk or segment, so the
+ * peers that wait for it finish.  It sleeps on a condition variable while
+ * nothing is outstanding (no core spins when idle); while operations are
+ * outstanding it makes a pass every COLLAR_PROGRESS_INTERVAL microseconds.
+ * The application's own waits still progress at full speed: the thread is
+ * the backstop, not the engine.
  */
 #include "config.h"
 #include "interpose.h"
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -31,6 +40,15 @@ static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
 static collar_sched_t *run_head;
 static collar_sched_t *run_tail;
 static atomic_int      run_count;
+
+/* The progress thread: started on the first operation, woken by run_add. */
+static pthread_mutex_t thr_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t  thr_cond = PTHREAD_COND_INITIALIZER;
+static int             thr_enabled;   /* may run (set at start-up) */
+static int             thr_running;
+static int             thr_stop;
+static pthread_t       thr_id;
+static long            thr_interval_us;
 
 static void greq_release(greq_state_t *g)
 {
@@ -162,6 +180,88 @@ void collar_progress_requests(int count, const MPI_Request requests[])
     }
 }
 
+static void *progress_thread(void *arg)
+{
+    (void)arg;
+    const struct timespec pause = {
+        .tv_sec = thr_interval_us / 1000000,
+        .tv_nsec = (thr_interval_us % 1000000) * 1000,
+    };
+    pthread_mutex_lock(&thr_lock);
+    while (!thr_stop) {
+        if (atomic_load(&run_count) == 0) {
+            pthread_cond_wait(&thr_cond, &thr_lock);
+            continue;
+        }
+        pthread_mutex_unlock(&thr_lock);
+        collar_progress_all();
+        if (thr_interval_us > 0) {
+            nanosleep(&pause, NULL);
+        } else {
+            sched_yield();
+        }
+        pthread_mutex_lock(&thr_lock);
+    }
+    pthread_mutex_unlock(&thr_lock);
+    return NULL;
+}
+
+void collar_progress_thread_enable(long interval_us)
+{
+    pthread_mutex_lock(&thr_lock);
+    thr_enabled = 1;
+    thr_stop = 0;
+    thr_interval_us = interval_us;
+    pthread_mutex_unlock(&thr_lock);
+}
+
+/* Wake the thread (starting it the first time) for a new operation. */
+static void thread_wake(void)
+{
+    pthread_mutex_lock(&thr_lock);
+    if (thr_enabled && !thr_running && !thr_stop) {
+        /* Signals go to the application's threads, not to this one. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        if (pthread_create(&thr_id, NULL, progress_thread, NULL) == 0) {
+            thr_running = 1;
+            collar_debug(INIT, "progress thread started");
+        } else {
+            thr_enabled = 0;
+            collar_warn(INIT, "cannot start the progress thread; collar's "
+                        "operations progress only in MPI_Wait*/MPI_Test*");
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_cond_signal(&thr_cond);
+    pthread_mutex_unlock(&thr_lock);
+}
+
+void collar_progress_thread_stop(void)
+{
+    pthread_mutex_lock(&thr_lock);
+    const int running = thr_running;
+    thr_stop = 1;
+    thr_enabled = 0;
+    pthread_cond_signal(&thr_cond);
+    pthread_mutex_unlock(&thr_lock);
+    if (running) {
+        pthread_join(thr_id, NULL);
+    }
+    pthread_mutex_lock(&thr_lock);
+    thr_running = 0;
+    pthread_mutex_unlock(&thr_lock);
+}
+
+int collar_progress_thread_running(void)
+{
+    pthread_mutex_lock(&thr_lock);
+    const int running = thr_running;
+    pthread_mutex_unlock(&thr_lock);
+    return running;
+}
+
 /* Put a started schedule on the list and give it a first push. */
 static void run_add(collar_sched_t *s)
 {
@@ -176,6 +276,7 @@ static void run_add(collar_sched_t *s)
     atomic_fetch_add(&run_count, 1);
     progress_locked();
     pthread_mutex_unlock(&prog_lock);
+    thread_wake();
 }
 
 collar_status_t collar_run_blocking(collar_sched_t *s)

@@ -1,0 +1,142 @@
+/*
+ * MPI's progress rule under collar: a rank blocked in a call that is not a
+ * wait or test on collar's operation must not stall its peers.
+ *
+ * Each case starts a nonblocking allreduce on every rank; then rank 0 blocks
+ * in another MPI call (MPI_Recv, MPI_Probe, MPI_Barrier, MPI_Bcast, PMPI_Wait
+ * on the request itself) that can only return once rank 1 has finished its
+ * MPI_Wait on the allreduce, which needs rank 0's chunks.  Without
+ * progress outside collar's wait wrappers, this hangs.  The reduced values
+ * are checked on every rank afterwards.
+ *
+ * Usage: test_progress [count]   (floats; default 1 Mi = 4 MiB)
+ */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { BLOCK_RECV, BLOCK_PROBE, BLOCK_BARRIER, BLOCK_BCAST, BLOCK_PMPI_WAIT,
+       BLOCK_COUNT };
+static const char *const block_names[] = {
+    "MPI_Recv", "MPI_Probe", "MPI_Barrier", "MPI_Bcast", "PMPI_Wait"
+};
+
+static void fill(float *buf, int count, int rank, int round)
+{
+    for (int i = 0; i < count; i++) {
+        buf[i] = (float)((rank + 1) * ((i + round) % 97));
+    }
+}
+
+static void check(const float *buf, int count, int size, int round,
+                  const char *what)
+{
+    int bad = 0, first = -1;
+    for (int i = 0; i < count; i++) {
+        double want = 0;
+        for (int r = 0; r < size; r++) {
+            want += (double)((r + 1) * ((i + round) % 97));
+        }
+        if ((double)buf[i] != want) {
+            if (first < 0) {
+                first = i;
+            }
+            bad++;
+        }
+    }
+    tu_check(bad == 0, what, "%d wrong elements, first at %d", bad, first);
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
+    tu_init("test_progress");
+    const int rank = tu_world_rank(), size = tu_world_size();
+    int count = argc > 1 ? atoi(argv[1]) : 1 << 20;
+    if (size < 2) {
+        tu_skip("needs at least 2 ranks");
+    }
+    tu_check(provided == MPI_THREAD_SINGLE, "provided",
+             "asked for MPI_THREAD_SINGLE, told %d", provided);
+    int queried = -1;
+    MPI_Query_thread(&queried);
+    tu_check(queried == provided, "MPI_Query_thread",
+             "told %d at MPI_Init_thread, %d now", provided, queried);
+
+    float *sbuf = malloc((size_t)count * sizeof(float));
+    float *rbuf = malloc((size_t)count * sizeof(float));
+    if (sbuf == NULL || rbuf == NULL) {
+        tu_fail("malloc", "%d floats", count);
+        return tu_finish();
+    }
+    for (int round = 0; round < 2 * BLOCK_COUNT; round++) {
+        const int how = round % BLOCK_COUNT;
+        const int in_place = round >= BLOCK_COUNT;
+        char what[96];
+        snprintf(what, sizeof(what), "%s%s", block_names[how],
+                 in_place ? " in place" : "");
+        fill(in_place ? rbuf : sbuf, count, rank, round);
+        MPI_Request req;
+        int rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : sbuf, rbuf, count,
+                                MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+        if (!tu_check_rc(rc, what)) {
+            break;
+        }
+        int token = round;
+        if (rank == 0) {
+            /* Blocked in a call collar does not see as a wait on `req`. */
+            switch (how) {
+            case BLOCK_RECV:
+                MPI_Recv(&token, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                break;
+            case BLOCK_PROBE: {
+                MPI_Status st;
+                MPI_Probe(1, 7, MPI_COMM_WORLD, &st);
+                MPI_Recv(&token, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                break;
+            }
+            case BLOCK_BARRIER:
+                MPI_Barrier(MPI_COMM_WORLD);
+                break;
+            case BLOCK_BCAST:
+                MPI_Bcast(&token, 1, MPI_INT, 1, MPI_COMM_WORLD);
+                break;
+            case BLOCK_PMPI_WAIT:
+                /* A Fortran binding or a library that calls the profiling
+                 * entry point directly. */
+                PMPI_Wait(&req, MPI_STATUS_IGNORE);
+                MPI_Recv(&token, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                break;
+            }
+            tu_check(token == round, what, "token %d, want %d", token, round);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+            if (rank == 1) {
+                switch (how) {
+                case BLOCK_RECV:
+                case BLOCK_PROBE:
+                case BLOCK_PMPI_WAIT:
+                    MPI_Send(&token, 1, MPI_INT, 0, 7, MPI_COMM_WORLD);
+                    break;
+                default:
+                    break;
+                }
+            }
+            if (how == BLOCK_BARRIER) {
+                MPI_Barrier(MPI_COMM_WORLD);
+            } else if (how == BLOCK_BCAST) {
+                MPI_Bcast(&token, 1, MPI_INT, 1, MPI_COMM_WORLD);
+            }
+        }
+        check(rbuf, count, size, round, what);
+    }
+    free(sbuf);
+    free(rbuf);
+    int rc = tu_finish();
+    MPI_Finalize();
+    return rc;
+}
