@@ -505,7 +505,11 @@ typedef enum {
     COLLAR_STEP_IALLREDUCE,   /* PMPI_Iallreduce on the private comm */
     COLLAR_STEP_ISEND,        /* PMPI_Isend on the private comm */
     COLLAR_STEP_IRECV,        /* PMPI_Irecv on the private comm */
-    COLLAR_STEP_ORDER         /* order after the caller's device work */
+    COLLAR_STEP_ORDER,        /* order after the caller's device work */
+    COLLAR_STEP_REQUEST       /* an MPI request issued outside the schedule
+                                 (the user's collective on host copies):
+                                 taken from *u.request.req when the step is
+                                 reached, then polled */
 } collar_step_kind_t;
 
 #define COLLAR_STEP_MAX_DEPS 4
@@ -527,6 +531,7 @@ typedef struct {
             int ord;  /* set by collar_sched_add: n-th collective step */
         } allreduce;
         struct { void *buf; int count; MPI_Datatype dt; int peer; int tag; } p2p;
+        struct { const MPI_Request *req; } request;
     } u;
     MPI_Request    req;
     collar_event_t ev;
@@ -558,9 +563,15 @@ struct collar_sched {
     size_t                 staging_len[4];
     unsigned char          staging_scratch[4];  /* 1: device scratch pool */
     int                    nstaging;
+    /* Called by collar_sched_destroy (e.g. to free what the builder owns). */
+    collar_sched_cleanup_fn_t cleanup;
+    void                  *cleanup_arg;
     /* Bookkeeping owned by the layer that runs it. */
     collar_sched_t        *next;
     void                  *owner;
+    /* Called when the schedule finishes, instead of completing a request
+     * (persistent operations: the schedule is run again). */
+    collar_sched_cleanup_fn_t on_finish;
     int                    stats_on;     /* record `stats` when finished */
     double                 stats_t0;
     collar_stats_call_t    stats;
@@ -588,6 +599,15 @@ collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes,
  * application waits in.
  */
 void collar_sched_start(collar_sched_t *s);
+/*
+ * Make a finished (or never started) schedule runnable again, with the same
+ * steps, buffers and tags: every step pending, no error.  For persistent
+ * operations; collar_sched_start then takes a new turn.
+ */
+void collar_sched_rewind(collar_sched_t *s);
+/* Mark a schedule failed before it starts (a failure of the layer that
+ * built it, e.g. staging): it drains like one whose step failed. */
+void collar_sched_fail(collar_sched_t *s, collar_status_t st);
 /*
  * Advance: issue every step whose dependencies are done, complete what has
  * completed.  Returns COLLAR_OK when the schedule is finished (successfully

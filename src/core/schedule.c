@@ -57,6 +57,9 @@ void collar_sched_destroy(collar_sched_t *s)
     if (s == NULL) {
         return;
     }
+    if (s->cleanup != NULL) {
+        s->cleanup(s);
+    }
     for (int i = 0; i < s->nstaging; i++) {
         if (s->staging_scratch[i]) {
             collar_scratch_put(s->dev, s->staging[i], s->staging_len[i]);
@@ -156,6 +159,30 @@ static void sched_fail(collar_sched_t *s, collar_status_t st, int mpi_error)
     }
 }
 
+void collar_sched_fail(collar_sched_t *s, collar_status_t st)
+{
+    sched_fail(s, st, MPI_ERR_OTHER);
+}
+
+void collar_sched_rewind(collar_sched_t *s)
+{
+    for (int i = 0; i < s->nsteps; i++) {
+        s->steps[i].state = STEP_PENDING;
+        s->steps[i].req = MPI_REQUEST_NULL;
+        memset(&s->steps[i].ev, 0, sizeof(s->steps[i].ev));
+    }
+    s->ndone = 0;
+    s->first_open = 0;
+    s->coll_issued = 0;
+    s->nactive = 0;
+    s->started = 0;
+    s->turn_done = 0;
+    s->status = COLLAR_OK;
+    s->mpi_error = MPI_SUCCESS;
+    s->finished = 0;
+    s->next = NULL;
+}
+
 static void pass_turn(collar_sched_t *s)
 {
     if (!s->turn_done && s->comm->coll_turn == s->ticket) {
@@ -184,6 +211,7 @@ static const char *step_name(collar_step_kind_t kind)
     case COLLAR_STEP_ISEND:       return "internal send";
     case COLLAR_STEP_IRECV:       return "internal receive";
     case COLLAR_STEP_ORDER:       return "device ordering";
+    case COLLAR_STEP_REQUEST:     return "collective";
     }
     return "step";
 }
@@ -243,6 +271,10 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         }
         t->state = STEP_ACTIVE;
         return COLLAR_OK;
+    case COLLAR_STEP_REQUEST:
+        t->req = *t->u.request.req;
+        t->state = STEP_ACTIVE;
+        return COLLAR_OK;
     case COLLAR_STEP_ISEND:
     case COLLAR_STEP_IRECV:
         if (t->kind == COLLAR_STEP_ISEND) {
@@ -269,7 +301,7 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
 static int step_is_comm(collar_step_kind_t kind)
 {
     return kind == COLLAR_STEP_IALLREDUCE || kind == COLLAR_STEP_ISEND
-           || kind == COLLAR_STEP_IRECV;
+           || kind == COLLAR_STEP_IRECV || kind == COLLAR_STEP_REQUEST;
 }
 
 /* Poll an active step.  OK: it completed (or failed: see s->status). */

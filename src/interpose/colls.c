@@ -106,18 +106,47 @@ typedef struct {
 } colls_call_t;
 
 /*
+ * The arguments of one call, whatever its binding: counts widened to
+ * MPI_Count; count and displacement arrays are read through `large` (the
+ * _c forms pass MPI_Count counts and MPI_Aint displacements, the others
+ * int).  Reductions (reduce, reduce_scatter, reduce_scatter_block) use
+ * sdt = rdt and rcount / rcounts for their counts.
+ */
+typedef struct {
+    collar_coll_t coll;
+    const void   *sbuf;
+    void         *rbuf;
+    MPI_Count     scount, rcount;
+    const void   *scounts, *sdispls, *rcounts, *rdispls;
+    int           large;
+    MPI_Datatype  sdt, rdt;
+    int           root;
+    MPI_Comm      comm;
+} colls_args_t;
+
+static MPI_Count count_at(const void *counts, int large, int i)
+{
+    return large ? ((const MPI_Count *)counts)[i] : ((const int *)counts)[i];
+}
+
+static MPI_Aint displ_at(const void *displs, int large, int i)
+{
+    return large ? ((const MPI_Aint *)displs)[i] : ((const int *)displs)[i];
+}
+
+/*
  * The span of `n` blocks of `dt`: block i has counts[i] elements (count when
  * counts is NULL) at displs[i] extents from the buffer (i * count when
  * displs is NULL).  COLLAR_ERR_INVALID when the MPI library would reject
  * the arguments (it is then left to report them).
  */
-static collar_status_t span_blocks(MPI_Datatype dt, int n, int count,
-                                   const int *counts, const int *displs,
-                                   colls_buf_t *b)
+static collar_status_t span_blocks(MPI_Datatype dt, int n, MPI_Count count,
+                                   const void *counts, const void *displs,
+                                   int large, colls_buf_t *b)
 {
     MPI_Aint lb, extent, true_lb, true_extent;
-    int size;
-    if (dt == MPI_DATATYPE_NULL || PMPI_Type_size(dt, &size) != MPI_SUCCESS
+    MPI_Count size;
+    if (dt == MPI_DATATYPE_NULL || PMPI_Type_size_x(dt, &size) != MPI_SUCCESS
         || PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS
         || PMPI_Type_get_true_extent(dt, &true_lb, &true_extent) != MPI_SUCCESS
         || (n > 0 && counts == NULL && count < 0)) {
@@ -127,15 +156,15 @@ static collar_status_t span_blocks(MPI_Datatype dt, int n, int count,
     size_t total = 0;
     int any = 0;
     for (int i = 0; i < n; i++) {
-        const int c = counts != NULL ? counts[i] : count;
+        const MPI_Count c = counts != NULL ? count_at(counts, large, i) : count;
         if (c < 0) {
             return COLLAR_ERR_INVALID;
         }
         if (c == 0) {
             continue;
         }
-        const MPI_Aint d = (displs != NULL ? (MPI_Aint)displs[i]
-                                           : (MPI_Aint)i * count) * extent;
+        const MPI_Aint d = (displs != NULL ? displ_at(displs, large, i)
+                                           : (MPI_Aint)i * (MPI_Aint)count) * extent;
         /* Element j of the block occupies [d + j*extent + true_lb, ... +
          * true_extent); extents may be negative. */
         const MPI_Aint last = (MPI_Aint)(c - 1) * extent;
@@ -163,35 +192,164 @@ static collar_status_t span_blocks(MPI_Datatype dt, int n, int count,
 }
 
 /* Add a buffer to the call: `recv` it is written, `read` it is read. */
-static collar_status_t add_buf(colls_call_t *cc, const void *user, int recv,
-                               int read, MPI_Datatype dt, int n, int count,
-                               const int *counts, const int *displs)
+static int add_buf(colls_call_t *cc, const void *user, int recv, int read,
+                   MPI_Datatype dt, int n, MPI_Count count, const void *counts,
+                   const void *displs, int large)
 {
     colls_buf_t *b = &cc->buf[cc->nbuf];
     *b = (colls_buf_t){ .user = user, .recv = recv, .read = read };
-    COLLAR_CHECK(span_blocks(dt, n, count, counts, displs, b));
+    if (span_blocks(dt, n, count, counts, displs, large, b) != COLLAR_OK) {
+        return 0;
+    }
     if (b->len != 0 && user != MPI_BOTTOM && user != MPI_IN_PLACE) {
         cc->nbuf++;
     }
-    return COLLAR_OK;
+    return 1;
 }
 
-static size_t type_bytes(MPI_Datatype dt, long count)
+static size_t type_bytes(MPI_Datatype dt, MPI_Count count)
 {
-    int size = 0;
-    if (count <= 0 || PMPI_Type_size(dt, &size) != MPI_SUCCESS || size < 0) {
+    MPI_Count size = 0;
+    if (count <= 0 || PMPI_Type_size_x(dt, &size) != MPI_SUCCESS || size < 0) {
         return 0;
     }
     return (size_t)count * (size_t)size;
 }
 
-static long sum_counts(const int *counts, int n)
+static MPI_Count sum_counts(const void *counts, int large, int n)
 {
-    long s = 0;
+    MPI_Count s = 0;
     for (int i = 0; i < n; i++) {
-        s += counts[i];
+        s += count_at(counts, large, i);
     }
     return s;
+}
+
+/*
+ * The one description of every collective: which buffers are significant on
+ * this rank, what the call reads and writes of them, how counts and
+ * displacements span them, and this rank's contribution in bytes.  0 when
+ * the arguments are not understood (the MPI library gets them as they are
+ * and reports them).
+ */
+static int describe(colls_call_t *cc, const colls_args_t *a)
+{
+    const int rank = cc->rank, size = cc->size, root = a->root;
+    const int in_place = a->sbuf == MPI_IN_PLACE;
+    const int L = a->large;
+    switch (a->coll) {
+    case COLLAR_COLL_BCAST:
+        cc->bytes = type_bytes(a->rdt, a->rcount);
+        return root >= 0 && root < size
+               && add_buf(cc, a->rbuf, rank != root, rank == root, a->rdt, 1,
+                          a->rcount, NULL, NULL, L);
+    case COLLAR_COLL_ALLGATHER:
+        cc->bytes = in_place ? type_bytes(a->rdt, a->rcount)
+                             : type_bytes(a->sdt, a->scount);
+        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, 1, a->scount,
+                                    NULL, NULL, L))
+               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, size, a->rcount,
+                          NULL, NULL, L);
+    case COLLAR_COLL_ALLGATHERV:
+        if (a->rcounts == NULL || a->rdispls == NULL) {
+            return 0;
+        }
+        cc->bytes = in_place ? type_bytes(a->rdt, count_at(a->rcounts, L, rank))
+                             : type_bytes(a->sdt, a->scount);
+        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, 1, a->scount,
+                                    NULL, NULL, L))
+               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, size, 0,
+                          a->rcounts, a->rdispls, L);
+    case COLLAR_COLL_ALLTOALL:
+        cc->bytes = in_place ? type_bytes(a->rdt, a->rcount * size)
+                             : type_bytes(a->sdt, a->scount * size);
+        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, size, a->scount,
+                                    NULL, NULL, L))
+               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, size, a->rcount,
+                          NULL, NULL, L);
+    case COLLAR_COLL_ALLTOALLV:
+        if (a->rcounts == NULL || a->rdispls == NULL
+            || (!in_place && (a->scounts == NULL || a->sdispls == NULL))) {
+            return 0;
+        }
+        cc->bytes = in_place ? type_bytes(a->rdt, sum_counts(a->rcounts, L, size))
+                             : type_bytes(a->sdt, sum_counts(a->scounts, L, size));
+        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, size, 0,
+                                    a->scounts, a->sdispls, L))
+               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, size, 0,
+                          a->rcounts, a->rdispls, L);
+    case COLLAR_COLL_REDUCE_SCATTER: {
+        if (a->rcounts == NULL) {
+            return 0;
+        }
+        const MPI_Count total = sum_counts(a->rcounts, L, size);
+        cc->bytes = type_bytes(a->rdt, total);
+        /* In place, the receive buffer holds the whole input. */
+        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->rdt, 1, total, NULL,
+                                    NULL, L))
+               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, 1,
+                          in_place ? total : count_at(a->rcounts, L, rank),
+                          NULL, NULL, L);
+    }
+    case COLLAR_COLL_REDUCE_SCATTER_BLOCK:
+        cc->bytes = type_bytes(a->rdt, a->rcount * size);
+        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->rdt, size, a->rcount,
+                                    NULL, NULL, L))
+               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, in_place ? size : 1,
+                          a->rcount, NULL, NULL, L);
+    case COLLAR_COLL_REDUCE:
+        cc->bytes = type_bytes(a->rdt, a->rcount);
+        /* The receive buffer matters at the root only. */
+        return root >= 0 && root < size
+               && (in_place || add_buf(cc, a->sbuf, 0, 1, a->rdt, 1, a->rcount,
+                                       NULL, NULL, L))
+               && (rank != root || add_buf(cc, a->rbuf, 1, in_place, a->rdt, 1,
+                                           a->rcount, NULL, NULL, L));
+    case COLLAR_COLL_GATHER:
+        cc->bytes = in_place ? type_bytes(a->rdt, a->rcount)
+                             : type_bytes(a->sdt, a->scount);
+        return root >= 0 && root < size
+               && (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, 1, a->scount,
+                                       NULL, NULL, L))
+               && (rank != root || add_buf(cc, a->rbuf, 1, in_place, a->rdt,
+                                           size, a->rcount, NULL, NULL, L));
+    case COLLAR_COLL_GATHERV:
+        if (root < 0 || root >= size
+            || (rank == root && (a->rcounts == NULL || a->rdispls == NULL))) {
+            return 0;
+        }
+        cc->bytes = in_place ? type_bytes(a->rdt, count_at(a->rcounts, L, rank))
+                             : type_bytes(a->sdt, a->scount);
+        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, 1, a->scount,
+                                    NULL, NULL, L))
+               && (rank != root || add_buf(cc, a->rbuf, 1, in_place, a->rdt,
+                                           size, 0, a->rcounts, a->rdispls, L));
+    case COLLAR_COLL_SCATTER: {
+        const int r_in_place = a->rbuf == MPI_IN_PLACE;
+        cc->bytes = r_in_place ? type_bytes(a->sdt, a->scount)
+                               : type_bytes(a->rdt, a->rcount);
+        return root >= 0 && root < size
+               && (rank != root || add_buf(cc, a->sbuf, 0, 1, a->sdt, size,
+                                           a->scount, NULL, NULL, L))
+               && (r_in_place || add_buf(cc, a->rbuf, 1, 0, a->rdt, 1, a->rcount,
+                                         NULL, NULL, L));
+    }
+    case COLLAR_COLL_SCATTERV: {
+        const int r_in_place = a->rbuf == MPI_IN_PLACE;
+        if (root < 0 || root >= size
+            || (rank == root && (a->scounts == NULL || a->sdispls == NULL))) {
+            return 0;
+        }
+        cc->bytes = r_in_place ? type_bytes(a->sdt, count_at(a->scounts, L, rank))
+                               : type_bytes(a->rdt, a->rcount);
+        return (rank != root || add_buf(cc, a->sbuf, 0, 1, a->sdt, size, 0,
+                                        a->scounts, a->sdispls, L))
+               && (r_in_place || add_buf(cc, a->rbuf, 1, 0, a->rdt, 1, a->rcount,
+                                         NULL, NULL, L));
+    }
+    default:
+        return 0;
+    }
 }
 
 /* ------------------------------------------------------------- staging */
@@ -270,13 +428,13 @@ static void log_staged(const colls_call_t *cc)
 }
 
 /*
- * Classify the buffers; stage the device ones when the collective is staged:
- * allocate host copies and copy in.  cc->staged says whether the PMPI call
- * must take host pointers (host_ptr); cc->failed holds collar's failure,
- * reported after the collective.  COLLAR_ERR_NO_MEMORY: not even a heap
- * buffer; the caller returns without the collective.
+ * Classify the buffers; when the collective is staged and a buffer is on
+ * the device, allocate its host copy (cc->staged: the MPI call takes host
+ * pointers, host_ptr).  cc->failed holds collar's failure, reported after
+ * the collective.  COLLAR_ERR_NO_MEMORY: not even a heap buffer; the caller
+ * returns without the collective.
  */
-static collar_status_t stage_in(colls_call_t *cc)
+static collar_status_t stage_alloc(colls_call_t *cc)
 {
     int ndev = 0;
     for (int i = 0; i < cc->nbuf; i++) {
@@ -321,16 +479,22 @@ static collar_status_t stage_in(colls_call_t *cc)
         b->host = p;
         b->host_len = b->len;
     }
-    if (cc->failed == COLLAR_OK) {
-        collar_status_t st = colls_dev->order_after_caller();
-        if (st == COLLAR_OK) {
-            st = copy_all(cc, 0);
-        }
-        if (st != COLLAR_OK) {
-            cc->failed = st;
-        }
-    }
     return COLLAR_OK;
+}
+
+/* Copy in what the call reads (after the caller's device work). */
+static void stage_copy_in(colls_call_t *cc)
+{
+    if (!cc->staged || cc->failed != COLLAR_OK) {
+        return;
+    }
+    collar_status_t st = colls_dev->order_after_caller();
+    if (st == COLLAR_OK) {
+        st = copy_all(cc, 0);
+    }
+    if (st != COLLAR_OK) {
+        cc->failed = st;
+    }
 }
 
 /* The pointer MPI gets for the user's buffer `user`. */
@@ -391,428 +555,1527 @@ static int stage_out(colls_call_t *cc, int rc)
     return MPI_SUCCESS;
 }
 
-/* ------------------------------------------------------------- calls */
 
-/* Statistics of one call, when they are on. */
-typedef struct {
-    double              t0;
-    collar_stats_call_t stat;
-} colls_rec_t;
-
-/* Start describing a call: 1 when the communicator is one collar stages
- * on (an intracommunicator), 0 when the MPI library gets the call as it is. */
-static int colls_begin(colls_call_t *cc, collar_coll_t coll, MPI_Comm comm,
-                       colls_rec_t *rec)
-{
-    *cc = (colls_call_t){ .coll = coll, .comm = comm, .mem = COLLAR_MEM_HOST };
-    if (collar_stats_on) {
-        rec->stat = (collar_stats_call_t){ .coll = coll, .alg = COLLAR_ALG_NATIVE };
-        rec->stat.npcs = collar_stats_callsite(rec->stat.pcs, COLLAR_STATS_MAX_DEPTH, 1);
-        rec->t0 = PMPI_Wtime();
-    }
-    int inter = 0;
-    if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS
-        || inter || PMPI_Comm_rank(comm, &cc->rank) != MPI_SUCCESS
-        || PMPI_Comm_size(comm, &cc->size) != MPI_SUCCESS) {
-        return 0;
-    }
-    return 1;
-}
+/* ------------------------------------------------------------- engine */
 
 /*
- * Before the collective.  `ok` is 0 when the arguments were not understood
- * (nothing is staged: the MPI library gets them and reports them as it
- * would without collar).  MPI_SUCCESS: run the collective on H(buffer);
- * else the error to return without it (no memory at all).
+ * One operation: the call's description, its statistics, the pointers the
+ * MPI library gets (host copies or the user's buffers), and, for the
+ * nonblocking and persistent forms, the library's request on the host
+ * copies and the schedule that copies the result back when it completes.
  */
-static int colls_enter(colls_call_t *cc, int ok)
+typedef struct {
+    colls_call_t        cc;
+    double              t0;
+    collar_stats_call_t stat;
+    void               *s, *r;     /* what the MPI call gets */
+    MPI_Request         inner;     /* the library's request */
+    collar_sched_t     *sched;
+    collar_persist_t    persist;
+} colls_op_t;
+
+/* Schedules of staged collectives have no internal traffic: they take no
+ * tags and no turn, only a state to be created on. */
+static collar_comm_t colls_comm = { .private_comm = MPI_COMM_NULL };
+
+/*
+ * Describe the call, allocate host copies for its device buffers and, when
+ * `copy_in`, fill them.  MPI_SUCCESS: op->s and op->r are what the MPI call
+ * gets; else the error to return without the collective (no memory at all,
+ * reported through the communicator's error handler).
+ */
+static int op_enter(colls_op_t *op, const colls_args_t *a, int copy_in)
 {
-    if (!ok) {
+    colls_call_t *cc = &op->cc;
+    *cc = (colls_call_t){ .coll = a->coll, .comm = a->comm, .mem = COLLAR_MEM_HOST };
+    op->s = (void *)a->sbuf;
+    op->r = a->rbuf;
+    op->inner = MPI_REQUEST_NULL;
+    if (collar_stats_on) {
+        op->stat = (collar_stats_call_t){ .coll = a->coll, .alg = COLLAR_ALG_NATIVE };
+        /* Frames inside libcollar.so are skipped: the wrapper's caller. */
+        op->stat.npcs = collar_stats_callsite(op->stat.pcs, COLLAR_STATS_MAX_DEPTH, 1);
+        op->t0 = PMPI_Wtime();
+    }
+    int inter = 0;
+    if (a->comm == MPI_COMM_NULL || PMPI_Comm_test_inter(a->comm, &inter) != MPI_SUCCESS
+        || inter || PMPI_Comm_rank(a->comm, &cc->rank) != MPI_SUCCESS
+        || PMPI_Comm_size(a->comm, &cc->size) != MPI_SUCCESS || !describe(cc, a)) {
+        /* Not understood: the MPI library gets the call as it is. */
         cc->nbuf = 0;
         cc->bytes = 0;
         return MPI_SUCCESS;
     }
-    if (stage_in(cc) != COLLAR_OK) {
+    if (stage_alloc(cc) != COLLAR_OK) {
         collar_error(COLL, "cannot stage %s: no host memory for %zu bytes",
                      collar_coll_name(cc->coll), cc->buf[0].len + cc->buf[1].len);
         release(cc);
         PMPI_Comm_call_errhandler(cc->comm, MPI_ERR_OTHER);
         return MPI_ERR_OTHER;
     }
+    if (copy_in) {
+        stage_copy_in(cc);
+    }
+    op->s = host_ptr(cc, a->sbuf);
+    op->r = host_ptr(cc, a->rbuf);
     return MPI_SUCCESS;
 }
 
-/* After the collective, which returned `rc`: stage back, count, return what
- * the wrapper returns. */
-static int colls_leave(colls_call_t *cc, colls_rec_t *rec, int rc)
+static void op_record(colls_op_t *op, double seconds)
 {
-    rc = stage_out(cc, rc);
-    if (collar_stats_on && rc == MPI_SUCCESS) {
-        rec->stat.alg = cc->staged ? COLLAR_ALG_STAGED : COLLAR_ALG_NATIVE;
-        rec->stat.mem = cc->mem;
-        rec->stat.bytes = cc->bytes;
-        rec->stat.seconds = PMPI_Wtime() - rec->t0;
-        collar_stats_record(&rec->stat);
+    if (!collar_stats_on) {
+        return;
+    }
+    op->stat.alg = op->cc.staged ? COLLAR_ALG_STAGED : COLLAR_ALG_NATIVE;
+    op->stat.mem = op->cc.mem;
+    op->stat.bytes = op->cc.bytes;
+    op->stat.seconds = seconds;
+    collar_stats_record(&op->stat);
+}
+
+/* The blocking form, after the collective returned `rc`: stage back,
+ * count, return what the wrapper returns. */
+static int op_leave(colls_op_t *op, int rc)
+{
+    rc = stage_out(&op->cc, rc);
+    if (rc == MPI_SUCCESS) {
+        op_record(op, collar_stats_on ? PMPI_Wtime() - op->t0 : 0.0);
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root,
-                            MPI_Comm comm)
+static void op_free(collar_sched_t *s)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_BCAST))) {
-        return PMPI_Bcast(buf, count, dt, root, comm);
+    colls_op_t *op = s->cleanup_arg;
+    release(&op->cc);
+    free(op);
+}
+
+/*
+ * The schedule run when the library's request on the host copies is
+ * complete: copy every receive buffer back.  A failure of collar's own
+ * before the collective drains it (the copies are skipped) and becomes the
+ * operation's error.
+ */
+static collar_status_t op_schedule(colls_op_t *op)
+{
+    collar_sched_t *s = NULL;
+    COLLAR_CHECK(collar_sched_create(&colls_comm, colls_dev, &s));
+    collar_step_t wait = { .kind = COLLAR_STEP_REQUEST, .u.request.req = &op->inner };
+    int w = 0;
+    collar_status_t st = collar_sched_add(s, &wait, &w);
+    for (int i = 0; i < op->cc.nbuf && st == COLLAR_OK; i++) {
+        const colls_buf_t *b = &op->cc.buf[i];
+        if (b->host == NULL || !b->recv) {
+            continue;
+        }
+        collar_step_t out = {
+            .kind = COLLAR_STEP_COPY, .ndeps = 1, .deps = { w },
+            .u.copy = { .dst = (char *)b->user + b->lo, .src = b->host,
+                        .bytes = b->len, .stream = 0 },
+        };
+        st = collar_sched_add(s, &out, NULL);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    int ok = colls_begin(&cc, COLLAR_COLL_BCAST, comm, &rec)
-             && root >= 0 && root < cc.size
-             && add_buf(&cc, buf, cc.rank != root, cc.rank == root, dt, 1,
-                        count, NULL, NULL) == COLLAR_OK;
-    if (ok) {
-        cc.bytes = type_bytes(dt, count);
+    if (st != COLLAR_OK) {
+        collar_sched_destroy(s);
+        return st;
     }
-    int rc = colls_enter(&cc, ok);
+    op->sched = s;
+    return COLLAR_OK;
+}
+
+/* Start the schedule of a nonblocking or persistent operation. */
+static void op_start_schedule(colls_op_t *op)
+{
+    collar_sched_t *s = op->sched;
+    if (op->cc.failed != COLLAR_OK) {
+        collar_sched_fail(s, op->cc.failed);
+    }
+    s->stats_on = collar_stats_on;
+    if (collar_stats_on) {
+        op->stat.alg = COLLAR_ALG_STAGED;
+        op->stat.mem = op->cc.mem;
+        op->stat.bytes = op->cc.bytes;
+        s->stats = op->stat;
+        s->stats_t0 = op->t0;
+    }
+    collar_sched_start(s);
+}
+
+/*
+ * The nonblocking form: op_enter has copied in, the library's nonblocking
+ * collective on the host copies returned `rc` and op->inner.  Not staged:
+ * the application gets the library's request.  Staged: a generalized
+ * request, completed when the copies back are done.
+ */
+static int op_istart(colls_op_t *op, int rc, MPI_Request *request)
+{
+    if (rc != MPI_SUCCESS || !op->cc.staged) {
+        if (rc == MPI_SUCCESS) {
+            *request = op->inner;
+            /* For a nonblocking call: the time to start it (docs/stats.md). */
+            op_record(op, collar_stats_on ? PMPI_Wtime() - op->t0 : 0.0);
+        }
+        release(&op->cc);
+        free(op);
+        return rc;
+    }
+    collar_status_t st = op_schedule(op);
+    if (st != COLLAR_OK) {
+        /* The collective is issued: let the library finish it and stage
+         * back by hand, so the peers are not left waiting; the operation
+         * is then complete (MPI_REQUEST_NULL). */
+        rc = stage_out(&op->cc, PMPI_Wait(&op->inner, MPI_STATUS_IGNORE));
+        free(op);
+        *request = MPI_REQUEST_NULL;
+        return rc;
+    }
+    op->sched->cleanup = op_free;
+    op->sched->cleanup_arg = op;
+    op_start_schedule(op);
+    collar_sched_t *s = op->sched;
+    st = collar_run_nonblocking(s, request);
+    if (st != COLLAR_OK) {
+        collar_error(COLL, "cannot create the request of a nonblocking %s: %s; "
+                     "completing it before returning",
+                     collar_coll_name(op->cc.coll), collar_status_string(st));
+        const MPI_Comm comm = op->cc.comm;
+        collar_run_blocking(s);
+        collar_sched_destroy(s);
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+        return MPI_ERR_OTHER;
+    }
+    return MPI_SUCCESS;
+}
+
+/* ---------------------------------------------------- persistent form */
+
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+
+static void persist_on_finish(collar_sched_t *s)
+{
+    colls_op_t *op = s->owner;
+    collar_persist_finished(&op->persist, s->status == COLLAR_OK ? MPI_SUCCESS
+                                                                 : s->mpi_error);
+}
+
+/* MPI_Start: copy in, start the library's persistent request on the host
+ * copies, run the copies back when it completes. */
+static void persist_start(collar_persist_t *p)
+{
+    colls_op_t *op = (colls_op_t *)((char *)p - offsetof(colls_op_t, persist));
+    op->cc.failed = COLLAR_OK;
+    if (collar_stats_on) {
+        op->t0 = PMPI_Wtime();
+    }
+    stage_copy_in(&op->cc);
+    int rc = PMPI_Start(&op->inner);
+    collar_sched_rewind(op->sched);
+    if (rc != MPI_SUCCESS) {
+        collar_error(COLL, "cannot start a persistent %s (MPI error %d)",
+                     collar_coll_name(op->cc.coll), rc);
+        collar_persist_finished(p, rc);
+        return;
+    }
+    op_start_schedule(op);
+    collar_run_persistent(op->sched);
+}
+
+static void persist_destroy(collar_persist_t *p)
+{
+    colls_op_t *op = (colls_op_t *)((char *)p - offsetof(colls_op_t, persist));
+    if (op->inner != MPI_REQUEST_NULL) {
+        PMPI_Request_free(&op->inner);
+    }
+    collar_sched_destroy(op->sched);   /* frees op (op_free) */
+}
+
+/*
+ * The persistent form (MPI_X_init): op_enter has allocated the host copies
+ * (filled at each MPI_Start), the library's MPI_X_init on them returned
+ * `rc` and op->inner.  Not staged: the application gets the library's
+ * request, which collar never sees again.  Staged: collar's persistent
+ * request (persist.c).
+ */
+static int op_pinit(colls_op_t *op, int rc, MPI_Request *request)
+{
+    if (rc != MPI_SUCCESS || !op->cc.staged) {
+        if (rc == MPI_SUCCESS) {
+            *request = op->inner;
+        }
+        release(&op->cc);
+        free(op);
+        return rc;
+    }
+    collar_status_t st = op_schedule(op);
+    if (st == COLLAR_OK) {
+        op->sched->cleanup = op_free;
+        op->sched->cleanup_arg = op;
+        op->sched->owner = op;
+        op->sched->on_finish = persist_on_finish;
+        op->persist.coll = op->cc.coll;
+        op->persist.comm = op->cc.comm;
+        op->persist.start = persist_start;
+        op->persist.destroy = persist_destroy;
+        rc = collar_persist_create(&op->persist, request);
+        if (rc == MPI_SUCCESS) {
+            return MPI_SUCCESS;
+        }
+        collar_error(COLL, "cannot create a persistent %s request (MPI error %d)",
+                     collar_coll_name(op->cc.coll), rc);
+        const MPI_Comm comm = op->cc.comm;
+        PMPI_Request_free(&op->inner);
+        collar_sched_destroy(op->sched);   /* frees op */
+        PMPI_Comm_call_errhandler(comm, rc);
+        return rc;
+    }
+    collar_error(COLL, "cannot set up a persistent %s: %s",
+                 collar_coll_name(op->cc.coll), collar_status_string(st));
+    PMPI_Request_free(&op->inner);
+    release(&op->cc);
+    const MPI_Comm comm = op->cc.comm;
+    free(op);
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+    return MPI_ERR_OTHER;
+}
+
+#endif /* HAVE_PMPI_ALLREDUCE_INIT */
+
+/* Does the wrapper of `coll` do more than the PMPI call? */
+static int wanted(collar_coll_t coll)
+{
+    return (colls_on & COLL_BIT(coll)) != 0;
+}
+
+/* A new operation for a nonblocking or persistent call (NULL: no memory;
+ * the caller hands the call to the library as it is). */
+static colls_op_t *op_new(void)
+{
+    return calloc(1, sizeof(colls_op_t));
+}
+
+/* ------------------------------------------------------------- entry points */
+
+/* blocking */
+COLLAR_EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_BCAST)) {
+        return PMPI_Bcast(buffer, count, datatype, root, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Bcast(host_ptr(&cc, buf), count, dt,
-                                               root, comm));
+        rc = op_leave(&op, PMPI_Bcast(op.r, count, datatype, root, comm));
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Allgather(const void *sbuf, int scount, MPI_Datatype sdt,
-                                void *rbuf, int rcount, MPI_Datatype rdt,
-                                MPI_Comm comm)
+COLLAR_EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_ALLGATHER))) {
-        return PMPI_Allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm);
+    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    const int in_place = sbuf == MPI_IN_PLACE;
-    int ok = colls_begin(&cc, COLLAR_COLL_ALLGATHER, comm, &rec)
-             && (in_place || add_buf(&cc, sbuf, 0, 1, sdt, 1, scount, NULL,
-                                     NULL) == COLLAR_OK)
-             && add_buf(&cc, rbuf, 1, in_place, rdt, cc.size, rcount, NULL,
-                        NULL) == COLLAR_OK;
-    if (ok) {
-        cc.bytes = in_place ? type_bytes(rdt, rcount) : type_bytes(sdt, scount);
-    }
-    int rc = colls_enter(&cc, ok);
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Allgather(host_ptr(&cc, sbuf), scount,
-                                                   sdt, host_ptr(&cc, rbuf),
-                                                   rcount, rdt, comm));
+        rc = op_leave(&op, PMPI_Allgather(op.s, sendcount, sendtype, op.r, recvcount, recvtype, comm));
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype sdt,
-                                 void *rbuf, const int rcounts[],
-                                 const int displs[], MPI_Datatype rdt,
-                                 MPI_Comm comm)
+COLLAR_EXPORT int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_ALLGATHERV))) {
-        return PMPI_Allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm);
+    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+        return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    const int in_place = sbuf == MPI_IN_PLACE;
-    int ok = colls_begin(&cc, COLLAR_COLL_ALLGATHERV, comm, &rec)
-             && rcounts != NULL && displs != NULL
-             && (in_place || add_buf(&cc, sbuf, 0, 1, sdt, 1, scount, NULL,
-                                     NULL) == COLLAR_OK)
-             && add_buf(&cc, rbuf, 1, in_place, rdt, cc.size, 0, rcounts,
-                        displs) == COLLAR_OK;
-    if (ok) {
-        cc.bytes = in_place ? type_bytes(rdt, rcounts[cc.rank])
-                            : type_bytes(sdt, scount);
-    }
-    int rc = colls_enter(&cc, ok);
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Allgatherv(host_ptr(&cc, sbuf), scount,
-                                                    sdt, host_ptr(&cc, rbuf),
-                                                    rcounts, displs, rdt,
-                                                    comm));
+        rc = op_leave(&op, PMPI_Allgatherv(op.s, sendcount, sendtype, op.r, recvcounts, displs, recvtype, comm));
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Alltoall(const void *sbuf, int scount, MPI_Datatype sdt,
-                               void *rbuf, int rcount, MPI_Datatype rdt,
-                               MPI_Comm comm)
+COLLAR_EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_ALLTOALL))) {
-        return PMPI_Alltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm);
+    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+        return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    const int in_place = sbuf == MPI_IN_PLACE;
-    int ok = colls_begin(&cc, COLLAR_COLL_ALLTOALL, comm, &rec)
-             && (in_place || add_buf(&cc, sbuf, 0, 1, sdt, cc.size, scount,
-                                     NULL, NULL) == COLLAR_OK)
-             && add_buf(&cc, rbuf, 1, in_place, rdt, cc.size, rcount, NULL,
-                        NULL) == COLLAR_OK;
-    if (ok) {
-        cc.bytes = in_place ? type_bytes(rdt, (long)rcount * cc.size)
-                            : type_bytes(sdt, (long)scount * cc.size);
-    }
-    int rc = colls_enter(&cc, ok);
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Alltoall(host_ptr(&cc, sbuf), scount,
-                                                  sdt, host_ptr(&cc, rbuf),
-                                                  rcount, rdt, comm));
+        rc = op_leave(&op, PMPI_Alltoall(op.s, sendcount, sendtype, op.r, recvcount, recvtype, comm));
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Alltoallv(const void *sbuf, const int scounts[],
-                                const int sdispls[], MPI_Datatype sdt,
-                                void *rbuf, const int rcounts[],
-                                const int rdispls[], MPI_Datatype rdt,
-                                MPI_Comm comm)
+COLLAR_EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_ALLTOALLV))) {
-        return PMPI_Alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts,
-                              rdispls, rdt, comm);
+    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+        return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    const int in_place = sbuf == MPI_IN_PLACE;
-    int ok = colls_begin(&cc, COLLAR_COLL_ALLTOALLV, comm, &rec)
-             && rcounts != NULL && rdispls != NULL
-             && (in_place || (scounts != NULL && sdispls != NULL
-                              && add_buf(&cc, sbuf, 0, 1, sdt, cc.size, 0,
-                                         scounts, sdispls) == COLLAR_OK))
-             && add_buf(&cc, rbuf, 1, in_place, rdt, cc.size, 0, rcounts,
-                        rdispls) == COLLAR_OK;
-    if (ok) {
-        cc.bytes = in_place ? type_bytes(rdt, sum_counts(rcounts, cc.size))
-                            : type_bytes(sdt, sum_counts(scounts, cc.size));
-    }
-    int rc = colls_enter(&cc, ok);
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Alltoallv(host_ptr(&cc, sbuf), scounts,
-                                                   sdispls, sdt,
-                                                   host_ptr(&cc, rbuf), rcounts,
-                                                   rdispls, rdt, comm));
+        rc = op_leave(&op, PMPI_Alltoallv(op.s, sendcounts, sdispls, sendtype, op.r, recvcounts, rdispls, recvtype, comm));
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Reduce_scatter(const void *sbuf, void *rbuf,
-                                     const int rcounts[], MPI_Datatype dt,
-                                     MPI_Op op, MPI_Comm comm)
+COLLAR_EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_REDUCE_SCATTER))) {
-        return PMPI_Reduce_scatter(sbuf, rbuf, rcounts, dt, op, comm);
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+        return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    const int in_place = sbuf == MPI_IN_PLACE;
-    long total = 0;
-    int ok = colls_begin(&cc, COLLAR_COLL_REDUCE_SCATTER, comm, &rec)
-             && rcounts != NULL;
-    if (ok) {
-        total = sum_counts(rcounts, cc.size);
-        ok = total <= INT_MAX
-             && (in_place || add_buf(&cc, sbuf, 0, 1, dt, 1, (int)total, NULL,
-                                     NULL) == COLLAR_OK)
-             /* In place, the receive buffer holds the whole input. */
-             && add_buf(&cc, rbuf, 1, in_place, dt, 1,
-                        in_place ? (int)total : rcounts[cc.rank], NULL,
-                        NULL) == COLLAR_OK;
-        cc.bytes = type_bytes(dt, total);
-    }
-    int rc = colls_enter(&cc, ok);
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Reduce_scatter(host_ptr(&cc, sbuf),
-                                                        host_ptr(&cc, rbuf),
-                                                        rcounts, dt, op, comm));
+        rc = op_leave(&op, PMPI_Reduce_scatter(op.s, op.r, recvcounts, datatype, reduce_op, comm));
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf,
-                                           int rcount, MPI_Datatype dt,
-                                           MPI_Op op, MPI_Comm comm)
+COLLAR_EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_REDUCE_SCATTER_BLOCK))) {
-        return PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, dt, op, comm);
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+        return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    const int in_place = sbuf == MPI_IN_PLACE;
-    int ok = colls_begin(&cc, COLLAR_COLL_REDUCE_SCATTER_BLOCK, comm, &rec)
-             && (in_place || add_buf(&cc, sbuf, 0, 1, dt, cc.size, rcount,
-                                     NULL, NULL) == COLLAR_OK)
-             && add_buf(&cc, rbuf, 1, in_place, dt, in_place ? cc.size : 1,
-                        rcount, NULL, NULL) == COLLAR_OK;
-    if (ok) {
-        cc.bytes = type_bytes(dt, (long)rcount * cc.size);
-    }
-    int rc = colls_enter(&cc, ok);
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Reduce_scatter_block(host_ptr(&cc, sbuf),
-                                                              host_ptr(&cc, rbuf),
-                                                              rcount, dt, op,
-                                                              comm));
+        rc = op_leave(&op, PMPI_Reduce_scatter_block(op.s, op.r, recvcount, datatype, reduce_op, comm));
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Reduce(const void *sbuf, void *rbuf, int count,
-                             MPI_Datatype dt, MPI_Op op, int root,
-                             MPI_Comm comm)
+COLLAR_EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_REDUCE))) {
-        return PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm);
+    if (!wanted(COLLAR_COLL_REDUCE)) {
+        return PMPI_Reduce(sendbuf, recvbuf, count, datatype, reduce_op, root, comm);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    const int in_place = sbuf == MPI_IN_PLACE;
-    int ok = colls_begin(&cc, COLLAR_COLL_REDUCE, comm, &rec)
-             && root >= 0 && root < cc.size
-             && (in_place || add_buf(&cc, sbuf, 0, 1, dt, 1, count, NULL,
-                                     NULL) == COLLAR_OK)
-             /* The receive buffer matters at the root only. */
-             && (cc.rank != root
-                 || add_buf(&cc, rbuf, 1, in_place, dt, 1, count, NULL,
-                            NULL) == COLLAR_OK);
-    if (ok) {
-        cc.bytes = type_bytes(dt, count);
-    }
-    int rc = colls_enter(&cc, ok);
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Reduce(host_ptr(&cc, sbuf),
-                                                host_ptr(&cc, rbuf), count, dt,
-                                                op, root, comm));
+        rc = op_leave(&op, PMPI_Reduce(op.s, op.r, count, datatype, reduce_op, root, comm));
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Gather(const void *sbuf, int scount, MPI_Datatype sdt,
-                             void *rbuf, int rcount, MPI_Datatype rdt, int root,
-                             MPI_Comm comm)
+COLLAR_EXPORT int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_GATHER))) {
-        return PMPI_Gather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm);
+    if (!wanted(COLLAR_COLL_GATHER)) {
+        return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    const int in_place = sbuf == MPI_IN_PLACE;
-    int ok = colls_begin(&cc, COLLAR_COLL_GATHER, comm, &rec)
-             && root >= 0 && root < cc.size
-             && (in_place || add_buf(&cc, sbuf, 0, 1, sdt, 1, scount, NULL,
-                                     NULL) == COLLAR_OK)
-             && (cc.rank != root
-                 || add_buf(&cc, rbuf, 1, in_place, rdt, cc.size, rcount, NULL,
-                            NULL) == COLLAR_OK);
-    if (ok) {
-        cc.bytes = in_place ? type_bytes(rdt, rcount) : type_bytes(sdt, scount);
-    }
-    int rc = colls_enter(&cc, ok);
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Gather(host_ptr(&cc, sbuf), scount,
-                                                sdt, host_ptr(&cc, rbuf),
-                                                rcount, rdt, root, comm));
+        rc = op_leave(&op, PMPI_Gather(op.s, sendcount, sendtype, op.r, recvcount, recvtype, root, comm));
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype sdt,
-                              void *rbuf, const int rcounts[],
-                              const int displs[], MPI_Datatype rdt, int root,
-                              MPI_Comm comm)
+COLLAR_EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_GATHERV))) {
-        return PMPI_Gatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root,
-                            comm);
+    if (!wanted(COLLAR_COLL_GATHERV)) {
+        return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    const int in_place = sbuf == MPI_IN_PLACE;
-    int ok = colls_begin(&cc, COLLAR_COLL_GATHERV, comm, &rec)
-             && root >= 0 && root < cc.size
-             && (in_place || add_buf(&cc, sbuf, 0, 1, sdt, 1, scount, NULL,
-                                     NULL) == COLLAR_OK)
-             && (cc.rank != root
-                 || (rcounts != NULL && displs != NULL
-                     && add_buf(&cc, rbuf, 1, in_place, rdt, cc.size, 0,
-                                rcounts, displs) == COLLAR_OK));
-    if (ok) {
-        cc.bytes = in_place ? type_bytes(rdt, rcounts[cc.rank])
-                            : type_bytes(sdt, scount);
-    }
-    int rc = colls_enter(&cc, ok);
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Gatherv(host_ptr(&cc, sbuf), scount,
-                                                 sdt, host_ptr(&cc, rbuf),
-                                                 rcounts, displs, rdt, root,
-                                                 comm));
+        rc = op_leave(&op, PMPI_Gatherv(op.s, sendcount, sendtype, op.r, recvcounts, displs, recvtype, root, comm));
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Scatter(const void *sbuf, int scount, MPI_Datatype sdt,
-                              void *rbuf, int rcount, MPI_Datatype rdt, int root,
-                              MPI_Comm comm)
+COLLAR_EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_SCATTER))) {
-        return PMPI_Scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm);
+    if (!wanted(COLLAR_COLL_SCATTER)) {
+        return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    const int in_place = rbuf == MPI_IN_PLACE;
-    int ok = colls_begin(&cc, COLLAR_COLL_SCATTER, comm, &rec)
-             && root >= 0 && root < cc.size
-             && (cc.rank != root
-                 || add_buf(&cc, sbuf, 0, 1, sdt, cc.size, scount, NULL,
-                            NULL) == COLLAR_OK)
-             && (in_place || add_buf(&cc, rbuf, 1, 0, rdt, 1, rcount, NULL,
-                                     NULL) == COLLAR_OK);
-    if (ok) {
-        cc.bytes = in_place ? type_bytes(sdt, scount) : type_bytes(rdt, rcount);
-    }
-    int rc = colls_enter(&cc, ok);
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Scatter(host_ptr(&cc, sbuf), scount,
-                                                 sdt, host_ptr(&cc, rbuf),
-                                                 rcount, rdt, root, comm));
+        rc = op_leave(&op, PMPI_Scatter(op.s, sendcount, sendtype, op.r, recvcount, recvtype, root, comm));
     }
     return rc;
 }
 
-COLLAR_EXPORT int MPI_Scatterv(const void *sbuf, const int scounts[],
-                               const int displs[], MPI_Datatype sdt, void *rbuf,
-                               int rcount, MPI_Datatype rdt, int root,
-                               MPI_Comm comm)
+COLLAR_EXPORT int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!(colls_on & COLL_BIT(COLLAR_COLL_SCATTERV))) {
-        return PMPI_Scatterv(sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root,
-                             comm);
+    if (!wanted(COLLAR_COLL_SCATTERV)) {
+        return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     }
-    colls_call_t cc;
-    colls_rec_t rec;
-    const int in_place = rbuf == MPI_IN_PLACE;
-    int ok = colls_begin(&cc, COLLAR_COLL_SCATTERV, comm, &rec)
-             && root >= 0 && root < cc.size
-             && (cc.rank != root
-                 || (scounts != NULL && displs != NULL
-                     && add_buf(&cc, sbuf, 0, 1, sdt, cc.size, 0, scounts,
-                                displs) == COLLAR_OK))
-             && (in_place || add_buf(&cc, rbuf, 1, 0, rdt, 1, rcount, NULL,
-                                     NULL) == COLLAR_OK);
-    if (ok) {
-        cc.bytes = in_place ? type_bytes(sdt, scounts[cc.rank])
-                            : type_bytes(rdt, rcount);
-    }
-    int rc = colls_enter(&cc, ok);
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
     if (rc == MPI_SUCCESS) {
-        rc = colls_leave(&cc, &rec, PMPI_Scatterv(host_ptr(&cc, sbuf), scounts,
-                                                  displs, sdt,
-                                                  host_ptr(&cc, rbuf), rcount,
-                                                  rdt, root, comm));
+        rc = op_leave(&op, PMPI_Scatterv(op.s, sendcounts, displs, sendtype, op.r, recvcount, recvtype, root, comm));
     }
     return rc;
 }
+
+
+/* nonblocking */
+COLLAR_EXPORT int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_BCAST)) {
+        return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ibcast(op->r, count, datatype, root, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+        return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Iallgather(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+        return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Iallgatherv(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+        return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ialltoall(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+        return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ialltoallv(op->s, sendcounts, sdispls, sendtype, op->r, recvcounts, rdispls, recvtype, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+        return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ireduce_scatter(op->s, op->r, recvcounts, datatype, reduce_op, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+        return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ireduce_scatter_block(op->s, op->r, recvcount, datatype, reduce_op, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE)) {
+        return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ireduce(op->s, op->r, count, datatype, reduce_op, root, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_GATHER)) {
+        return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Igather(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_GATHERV)) {
+        return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Igatherv(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, root, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_SCATTER)) {
+        return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Iscatter(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_SCATTERV)) {
+        return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Iscatterv(op->s, sendcounts, displs, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+}
+
+
+/* persistent */
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+
+COLLAR_EXPORT int MPI_Bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_BCAST)) {
+        return PMPI_Bcast_init(buffer, count, datatype, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Bcast_init(buffer, count, datatype, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Bcast_init(op->r, count, datatype, root, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+        return PMPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Allgather_init(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+        return PMPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Allgatherv_init(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+        return PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Alltoall_init(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+        return PMPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Alltoallv_init(op->s, sendcounts, sdispls, sendtype, op->r, recvcounts, rdispls, recvtype, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Reduce_scatter_init(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+        return PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Reduce_scatter_init(op->s, op->r, recvcounts, datatype, reduce_op, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+        return PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Reduce_scatter_block_init(op->s, op->r, recvcount, datatype, reduce_op, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Reduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE)) {
+        return PMPI_Reduce_init(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Reduce_init(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Reduce_init(op->s, op->r, count, datatype, reduce_op, root, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Gather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_GATHER)) {
+        return PMPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Gather_init(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Gatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_GATHERV)) {
+        return PMPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Gatherv_init(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, root, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Scatter_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_SCATTER)) {
+        return PMPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Scatter_init(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Scatterv_init(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_SCATTERV)) {
+        return PMPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Scatterv_init(op->s, sendcounts, displs, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+}
+
+#endif /* defined(HAVE_PMPI_ALLREDUCE_INIT) */
+
+/* blocking, large counts (_c) */
+#if defined(HAVE_PMPI_ALLREDUCE_C)
+
+COLLAR_EXPORT int MPI_Bcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_BCAST)) {
+        return PMPI_Bcast_c(buffer, count, datatype, root, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Bcast_c(op.r, count, datatype, root, comm));
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+        return PMPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Allgather_c(op.s, sendcount, sendtype, op.r, recvcount, recvtype, comm));
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+        return PMPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Allgatherv_c(op.s, sendcount, sendtype, op.r, recvcounts, displs, recvtype, comm));
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+        return PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Alltoall_c(op.s, sendcount, sendtype, op.r, recvcount, recvtype, comm));
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+        return PMPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Alltoallv_c(op.s, sendcounts, sdispls, sendtype, op.r, recvcounts, rdispls, recvtype, comm));
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Reduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+        return PMPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Reduce_scatter_c(op.s, op.r, recvcounts, datatype, reduce_op, comm));
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+        return PMPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Reduce_scatter_block_c(op.s, op.r, recvcount, datatype, reduce_op, comm));
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Reduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_REDUCE)) {
+        return PMPI_Reduce_c(sendbuf, recvbuf, count, datatype, reduce_op, root, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Reduce_c(op.s, op.r, count, datatype, reduce_op, root, comm));
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Gather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_GATHER)) {
+        return PMPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Gather_c(op.s, sendcount, sendtype, op.r, recvcount, recvtype, root, comm));
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Gatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_GATHERV)) {
+        return PMPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Gatherv_c(op.s, sendcount, sendtype, op.r, recvcounts, displs, recvtype, root, comm));
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Scatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_SCATTER)) {
+        return PMPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Scatter_c(op.s, sendcount, sendtype, op.r, recvcount, recvtype, root, comm));
+    }
+    return rc;
+}
+
+COLLAR_EXPORT int MPI_Scatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
+{
+    if (!wanted(COLLAR_COLL_SCATTERV)) {
+        return PMPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t op;
+    int rc = op_enter(&op, &a, 1);
+    if (rc == MPI_SUCCESS) {
+        rc = op_leave(&op, PMPI_Scatterv_c(op.s, sendcounts, displs, sendtype, op.r, recvcount, recvtype, root, comm));
+    }
+    return rc;
+}
+
+#endif /* defined(HAVE_PMPI_ALLREDUCE_C) */
+
+/* nonblocking, large counts (_c) */
+#if defined(HAVE_PMPI_ALLREDUCE_C)
+
+COLLAR_EXPORT int MPI_Ibcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_BCAST)) {
+        return PMPI_Ibcast_c(buffer, count, datatype, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ibcast_c(buffer, count, datatype, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ibcast_c(op->r, count, datatype, root, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Iallgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+        return PMPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Iallgather_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Iallgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+        return PMPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Iallgatherv_c(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+        return PMPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ialltoall_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+        return PMPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ialltoallv_c(op->s, sendcounts, sdispls, sendtype, op->r, recvcounts, rdispls, recvtype, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Ireduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+        return PMPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ireduce_scatter_c(op->s, op->r, recvcounts, datatype, reduce_op, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Ireduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+        return PMPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ireduce_scatter_block_c(op->s, op->r, recvcount, datatype, reduce_op, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Ireduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE)) {
+        return PMPI_Ireduce_c(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Ireduce_c(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Ireduce_c(op->s, op->r, count, datatype, reduce_op, root, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Igather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_GATHER)) {
+        return PMPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Igather_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Igatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_GATHERV)) {
+        return PMPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Igatherv_c(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, root, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Iscatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_SCATTER)) {
+        return PMPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Iscatter_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Iscatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_SCATTERV)) {
+        return PMPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_istart(op, PMPI_Iscatterv_c(op->s, sendcounts, displs, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+}
+
+#endif /* defined(HAVE_PMPI_ALLREDUCE_C) */
+
+/* persistent, large counts (_c) */
+#if defined(HAVE_PMPI_ALLREDUCE_C) && defined(HAVE_PMPI_ALLREDUCE_INIT)
+
+COLLAR_EXPORT int MPI_Bcast_init_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_BCAST)) {
+        return PMPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Bcast_init_c(op->r, count, datatype, root, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Allgather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+        return PMPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Allgather_init_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Allgatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+        return PMPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Allgatherv_init_c(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Alltoall_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+        return PMPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Alltoall_init_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+        return PMPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Alltoallv_init_c(op->s, sendcounts, sdispls, sendtype, op->r, recvcounts, rdispls, recvtype, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Reduce_scatter_init_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+        return PMPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Reduce_scatter_init_c(op->s, op->r, recvcounts, datatype, reduce_op, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Reduce_scatter_block_init_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+        return PMPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Reduce_scatter_block_init_c(op->s, op->r, recvcount, datatype, reduce_op, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Reduce_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_REDUCE)) {
+        return PMPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Reduce_init_c(op->s, op->r, count, datatype, reduce_op, root, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Gather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_GATHER)) {
+        return PMPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Gather_init_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Gatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_GATHERV)) {
+        return PMPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Gatherv_init_c(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, root, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Scatter_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_SCATTER)) {
+        return PMPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Scatter_init_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+}
+
+COLLAR_EXPORT int MPI_Scatterv_init_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
+{
+    if (!wanted(COLLAR_COLL_SCATTERV)) {
+        return PMPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        return PMPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
+    }
+    int rc = op_enter(op, &a, 0);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+    return op_pinit(op, PMPI_Scatterv_init_c(op->s, sendcounts, displs, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+}
+
+#endif /* defined(HAVE_PMPI_ALLREDUCE_C) && defined(HAVE_PMPI_ALLREDUCE_INIT) */

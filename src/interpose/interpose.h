@@ -35,6 +35,9 @@ void collar_progress_requests(int count, const MPI_Request requests[]);
 collar_status_t collar_run_blocking(collar_sched_t *s);
 /* Hand a started schedule to progress behind a new generalized request. */
 collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Request *request);
+/* Hand a started schedule with an on_finish hook to progress (a start of
+ * a persistent operation). */
+void collar_run_persistent(collar_sched_t *s);
 /* Progress until nothing is outstanding (MPI_Finalize). */
 void collar_run_drain(void);
 /* Let a progress thread run (the MPI library gives MPI_THREAD_MULTIPLE):
@@ -44,5 +47,40 @@ void collar_progress_thread_enable(long interval_us);
 /* Stop and join it (before MPI_Finalize). */
 void collar_progress_thread_stop(void);
 int collar_progress_thread_running(void);
+
+/* ------------------------------------------------ persistent (persist.c) */
+
+/*
+ * A persistent operation collar runs itself.  The owner (interpose.c,
+ * colls.c) fills coll, start and destroy, then collar_persist_create gives
+ * it the application's request.  start: called by MPI_Start with the
+ * request's receive posted; it starts the operation, whose end calls
+ * collar_persist_finished.  destroy: frees the owner's state (after
+ * MPI_Request_free, or at MPI_Finalize).
+ */
+typedef struct collar_persist collar_persist_t;
+struct collar_persist {
+    collar_coll_t     coll;
+    void            (*start)(collar_persist_t *p);
+    void            (*destroy)(collar_persist_t *p);
+    MPI_Comm          comm;      /* the application's, for its error handler */
+    /* Kept by persist.c. */
+    MPI_Request       handle;
+    int               tag;
+    int               active;
+    int               freed;     /* freed by the application while active */
+    int               error;     /* MPI error of the last start */
+    collar_persist_t *next;
+};
+
+int collar_persist_create(collar_persist_t *p, MPI_Request *request);
+void collar_persist_finished(collar_persist_t *p, int error);
+/* The operation behind `handle` when it is one of collar's, else NULL. */
+collar_persist_t *collar_persist_find(MPI_Request handle);
+/* The error of the last run of the inactive operation behind `handle`
+ * (MPI_SUCCESS when none, or not one of collar's). */
+int collar_persist_error(MPI_Request handle);
+/* Free every persistent operation left (MPI_Finalize). */
+void collar_persist_finalize(void);
 
 #endif /* COLLAR_INTERPOSE_H */

@@ -107,15 +107,19 @@ static void run_remove(collar_sched_t *s)
 static void run_finish(collar_sched_t *s)
 {
     run_remove(s);
+    if (s->stats_on && (s->owner != NULL || s->on_finish != NULL)) {
+        s->stats.seconds = PMPI_Wtime() - s->stats_t0;
+        collar_stats_record(&s->stats);
+    }
+    if (s->on_finish != NULL) {
+        s->on_finish(s);   /* a persistent operation: it stays */
+        return;
+    }
     greq_state_t *g = s->owner;
     if (g == NULL) {
         return;
     }
     g->error = s->status == COLLAR_OK ? MPI_SUCCESS : s->mpi_error;
-    if (s->stats_on) {
-        s->stats.seconds = PMPI_Wtime() - s->stats_t0;
-        collar_stats_record(&s->stats);
-    }
     collar_sched_destroy(s);
     PMPI_Grequest_complete(g->request);
     greq_release(g);
@@ -296,6 +300,11 @@ collar_status_t collar_run_blocking(collar_sched_t *s)
             sched_yield();
         }
     }
+}
+
+void collar_run_persistent(collar_sched_t *s)
+{
+    run_add(s);
 }
 
 collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Request *request)

@@ -31,6 +31,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+#include "colls_forms.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -269,7 +270,7 @@ static void t_bcast(const ttype_t *t, long count, int root)
     }
     buf_copy(&want, &b);
     fill(t, &want, 0, count, root, 0, 0);
-    check_rc(MPI_Bcast(b.ptr, (int)count, t->dt, root, MPI_COMM_WORLD), what);
+    check_rc(tf_bcast(b.ptr, (int)count, t->dt, root, MPI_COMM_WORLD), what);
     check_buf(what, t, &b, &want, count, 0, -1);
     buf_free(&b);
     buf_free(&want);
@@ -296,6 +297,7 @@ static void t_gather(const ttype_t *t, long base, int root, int in_place,
     if (all && v && size == 1 && allgatherv_self_ignores_displs) {
         return;
     }
+
     static const char *const names[2][2] = { { "gather", "gatherv" },
                                              { "allgather", "allgatherv" } };
     char what[160];
@@ -323,14 +325,14 @@ static void t_gather(const ttype_t *t, long base, int root, int in_place,
     const void *sp = here_in_place ? MPI_IN_PLACE : s.ptr;
     int rc;
     if (all) {
-        rc = v ? MPI_Allgatherv(sp, (int)mine, t->dt, r.ptr, counts, displs, t->dt,
+        rc = v ? tf_allgatherv(sp, (int)mine, t->dt, r.ptr, counts, displs, t->dt,
                                 MPI_COMM_WORLD)
-               : MPI_Allgather(sp, (int)mine, t->dt, r.ptr, (int)base, t->dt,
+               : tf_allgather(sp, (int)mine, t->dt, r.ptr, (int)base, t->dt,
                                MPI_COMM_WORLD);
     } else {
-        rc = v ? MPI_Gatherv(sp, (int)mine, t->dt, r.ptr, counts, displs, t->dt,
+        rc = v ? tf_gatherv(sp, (int)mine, t->dt, r.ptr, counts, displs, t->dt,
                              root, MPI_COMM_WORLD)
-               : MPI_Gather(sp, (int)mine, t->dt, r.ptr, (int)base, t->dt, root,
+               : tf_gather(sp, (int)mine, t->dt, r.ptr, (int)base, t->dt, root,
                             MPI_COMM_WORLD);
     }
     check_rc(rc, what);
@@ -364,9 +366,9 @@ static void t_scatter(const ttype_t *t, long base, int root, int in_place, int v
         fill(t, &want, 0, counts[rank], root, displs[rank], 0);
     }
     void *rp = here_in_place ? MPI_IN_PLACE : r.ptr;
-    int rc = v ? MPI_Scatterv(s.ptr, counts, displs, t->dt, rp, counts[rank],
+    int rc = v ? tf_scatterv(s.ptr, counts, displs, t->dt, rp, counts[rank],
                               t->dt, root, MPI_COMM_WORLD)
-               : MPI_Scatter(s.ptr, (int)base, t->dt, rp, (int)base, t->dt, root,
+               : tf_scatter(s.ptr, (int)base, t->dt, rp, (int)base, t->dt, root,
                              MPI_COMM_WORLD);
     check_rc(rc, what);
     check_buf(what, t, &r, &want, 0, 0, -1);
@@ -391,7 +393,7 @@ static void t_alltoall(const ttype_t *t, long count, int in_place)
     for (int q = 0; q < size; q++) {
         fill(t, &want, count * q, count, q, count * rank, 0);
     }
-    check_rc(MPI_Alltoall(in_place ? MPI_IN_PLACE : s.ptr, (int)count, t->dt,
+    check_rc(tf_alltoall(in_place ? MPI_IN_PLACE : s.ptr, (int)count, t->dt,
                           r.ptr, (int)count, t->dt, MPI_COMM_WORLD), what);
     check_buf(what, t, &r, &want, 0, 0, -1);
     check_buf(what, t, &s, &s0, 0, 0, -1);
@@ -437,7 +439,7 @@ static void t_alltoallv(const ttype_t *t, long base, int in_place)
     for (int q = 0; q < size; q++) {
         fill(t, &want, rd[q], rc_[q], q, stride * rank, 0);
     }
-    check_rc(MPI_Alltoallv(in_place ? MPI_IN_PLACE : s.ptr, sc, sd, t->dt,
+    check_rc(tf_alltoallv(in_place ? MPI_IN_PLACE : s.ptr, sc, sd, t->dt,
                            r.ptr, rc_, rd, t->dt, MPI_COMM_WORLD), what);
     check_buf(what, t, &r, &want, 0, 0, -1);
     check_buf(what, t, &s, &s0, 0, 0, -1);
@@ -462,7 +464,7 @@ static void t_reduce(const ttype_t *t, long count, MPI_Op op, int root,
     if (rank == root) {
         fill_reduced(t, &want, 0, count, 0, op);
     }
-    check_rc(MPI_Reduce(here_in_place ? MPI_IN_PLACE : s.ptr, r.ptr, (int)count,
+    check_rc(tf_reduce(here_in_place ? MPI_IN_PLACE : s.ptr, r.ptr, (int)count,
                         t->dt, op, root, MPI_COMM_WORLD), what);
     check_buf(what, t, &r, &want, rank == root ? count : 0, tolerance(t), -1);
     check_buf(what, t, &s, &s0, 0, 0, -1);
@@ -498,9 +500,9 @@ static void t_reduce_scatter(const ttype_t *t, long base, MPI_Op op,
     buf_copy(&want, &r);
     fill_reduced(t, &want, 0, mine, start, op);
     int rc = block
-        ? MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : s.ptr, r.ptr,
+        ? tf_reduce_scatter_block(in_place ? MPI_IN_PLACE : s.ptr, r.ptr,
                                    (int)base, t->dt, op, MPI_COMM_WORLD)
-        : MPI_Reduce_scatter(in_place ? MPI_IN_PLACE : s.ptr, r.ptr, counts,
+        : tf_reduce_scatter(in_place ? MPI_IN_PLACE : s.ptr, r.ptr, counts,
                              t->dt, op, MPI_COMM_WORLD);
     check_rc(rc, what);
     /* In place, only the first block of the buffer is defined afterwards. */
@@ -560,6 +562,15 @@ static void run_matrix(int small_only)
             if (small_only && n > 1) {
                 continue;
             }
+#if defined(OPEN_MPI) && OPEN_MPI && OMPI_MAJOR_VERSION < 5
+            /* Open MPI 4.1.4's nonblocking rooted collectives with zero
+             * counts (MPI_Igather, MPI_Iscatter) let the root finish while
+             * another rank still waits for it, then match that rank's wait
+             * with the next collective: a hang, seen without collar. */
+            if (n == 0 && tf_form() != TF_BLOCKING) {
+                continue;
+            }
+#endif
             for (int ip = 0; ip < 2; ip++) {
                 t_gather(t, n, 0, ip, 1, 0);
                 t_gather(t, n, 0, ip, 1, 1);
@@ -624,7 +635,7 @@ static void run_fault(int one)
     for (int i = 0; i < n; i++) {
         b[i] = rank == 0 ? i : -1;
     }
-    int rc = MPI_Bcast(b, n, MPI_INT32_T, 0, MPI_COMM_WORLD);
+    int rc = tf_bcast(b, n, MPI_INT32_T, 0, MPI_COMM_WORLD);
     int cls = MPI_SUCCESS;
     if (rc != MPI_SUCCESS) {
         MPI_Error_class(rc, &cls);
@@ -651,8 +662,12 @@ int main(int argc, char **argv)
             opt_big = 1;
         } else if (strcmp(argv[i], "--fault") == 0 && i + 1 < argc) {
             fault = strcmp(argv[++i], "one") == 0;
+        } else if (strcmp(argv[i], "--form") == 0 && i + 1 < argc
+                   && tf_form_from_name(argv[i + 1]) >= 0) {
+            tf_set_form((tf_form_t)tf_form_from_name(argv[++i]));
         } else {
-            fprintf(stderr, "usage: test_colls [--big] [--fault all|one]\n");
+            fprintf(stderr, "usage: test_colls [--big] [--fault all|one] "
+                    "[--form blocking|nonblocking|persistent|large]\n");
             return 2;
         }
     }
@@ -669,6 +684,10 @@ int main(int argc, char **argv)
     }
     MPI_Init(&argc, &argv);
     tu_init("test_colls");
+    if (!tf_form_available(tf_form())) {
+        tu_skip("the MPI library has no %s form of the collectives",
+                tf_form_name(tf_form()));
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size > 64) {
