@@ -11,6 +11,7 @@
 #include "collar.h"
 
 
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,14 +298,34 @@ static void log_choice(MPI_Comm comm, const collar_select_key_t *key,
 
 /* What the MPI library would do: for calls collar does not take over, and
  * for bad arguments, so that errors are the MPI library's own. */
-static int pass_through(const void *sbuf, void *rbuf, int count,
-                        MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
-                        MPI_Request *request)
+static int pass_through(const collar_allreduce_args_t *a)
 {
-    if (request != NULL) {
-        return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
+#if defined(HAVE_PMPI_ALLREDUCE_C)
+    if (a->large) {
+        if (a->persistent) {
+            return PMPI_Allreduce_init_c(a->sbuf, a->rbuf, a->count, a->dtype,
+                                         a->op, a->comm, a->info, a->request);
+        }
+        if (a->request != NULL) {
+            return PMPI_Iallreduce_c(a->sbuf, a->rbuf, a->count, a->dtype,
+                                     a->op, a->comm, a->request);
+        }
+        return PMPI_Allreduce_c(a->sbuf, a->rbuf, a->count, a->dtype, a->op,
+                                a->comm);
     }
-    return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
+#endif
+    const int count = (int)a->count;
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+    if (a->persistent) {
+        return PMPI_Allreduce_init(a->sbuf, a->rbuf, count, a->dtype, a->op,
+                                   a->comm, a->info, a->request);
+    }
+#endif
+    if (a->request != NULL) {
+        return PMPI_Iallreduce(a->sbuf, a->rbuf, count, a->dtype, a->op, a->comm,
+                               a->request);
+    }
+    return PMPI_Allreduce(a->sbuf, a->rbuf, count, a->dtype, a->op, a->comm);
 }
 
 static void stats_done(collar_stats_call_t *stat, double t0)
@@ -315,45 +336,116 @@ static void stats_done(collar_stats_call_t *stat, double t0)
 
 /* COLLAR_CHECK=1: all ranks agree on this call and on what runs for it
  * (plan NULL: native on host memory), before anything of it is issued. */
-static int check_agree(int count, MPI_Datatype dtype, MPI_Op op,
-                       MPI_Comm comm, MPI_Request *request,
-                       collar_mem_kind_t mem, const collar_plan_t *plan)
+static int check_agree(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
+                       const collar_plan_t *plan)
 {
     collar_check_call_t c = {
-        .nonblocking = request != NULL, .count = count, .dtype = dtype,
-        .op = op, .mem = mem, .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
+        .nonblocking = a->request != NULL, .count = a->count, .dtype = a->dtype,
+        .op = a->op, .mem = mem, .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
     };
     if (plan != NULL
         && (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING)) {
         c.chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
     }
-    int rc = collar_check_allreduce(comm, &c, collar_progress_all);
-    if (rc != MPI_SUCCESS && request != NULL) {
-        *request = MPI_REQUEST_NULL;
+    int rc = collar_check_allreduce(a->comm, &c, collar_progress_all);
+    if (rc != MPI_SUCCESS && a->request != NULL) {
+        *a->request = MPI_REQUEST_NULL;
     }
     return rc;
 }
 
-int collar_allreduce(const void *sbuf, void *rbuf, int count,
-                     MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
-                     MPI_Request *request, collar_stats_call_t *stat)
+/* A persistent allreduce collar runs: its schedule, built once at
+ * MPI_Allreduce_init and run again at each MPI_Start. */
+typedef struct {
+    collar_persist_t    persist;
+    collar_sched_t     *sched;
+    collar_stats_call_t stat;
+} allreduce_persist_t;
+
+static void allreduce_persist_finish(collar_sched_t *s)
 {
+    allreduce_persist_t *ap = s->owner;
+    collar_persist_finished(&ap->persist, s->status == COLLAR_OK ? MPI_SUCCESS
+                                                                 : s->mpi_error);
+}
+
+static void allreduce_persist_start(collar_persist_t *p)
+{
+    allreduce_persist_t *ap = (allreduce_persist_t *)p;
+    collar_sched_t *s = ap->sched;
+    collar_sched_rewind(s);
+    if (collar_stats_on) {
+        s->stats = ap->stat;
+        s->stats_on = 1;
+        s->stats_t0 = PMPI_Wtime();
+    }
+    collar_sched_start(s);
+    collar_run_persistent(s);
+}
+
+static void allreduce_persist_destroy(collar_persist_t *p)
+{
+    allreduce_persist_t *ap = (allreduce_persist_t *)p;
+    collar_sched_destroy(ap->sched);
+    free(ap);
+}
+
+/* MPI_Allreduce_init on what collar runs: the schedule is built (selection,
+ * staging buffers, the private communicator) once, here. */
+static int allreduce_persist_create(const collar_allreduce_args_t *a,
+                                    collar_sched_t *s,
+                                    const collar_stats_call_t *stat)
+{
+    allreduce_persist_t *ap = calloc(1, sizeof(*ap));
+    int rc = MPI_ERR_NO_MEM;
+    if (ap != NULL) {
+        ap->sched = s;
+        if (stat != NULL) {
+            ap->stat = *stat;
+        }
+        ap->persist.coll = COLLAR_COLL_ALLREDUCE;
+        ap->persist.comm = a->comm;
+        ap->persist.start = allreduce_persist_start;
+        ap->persist.destroy = allreduce_persist_destroy;
+        s->owner = ap;
+        s->on_finish = allreduce_persist_finish;
+        rc = collar_persist_create(&ap->persist, a->request);
+        if (rc == MPI_SUCCESS) {
+            return MPI_SUCCESS;
+        }
+    }
+    collar_error(COLL, "cannot create a persistent allreduce request (MPI error %d)", rc);
+    free(ap);
+    collar_sched_destroy(s);
+    PMPI_Comm_call_errhandler(a->comm, rc);
+    return rc;
+}
+
+int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat)
+{
+    const void *sbuf = a->sbuf;
+    void *rbuf = a->rbuf;
+    const MPI_Count count = a->count;
+    const MPI_Datatype dtype = a->dtype;
+    const MPI_Op op = a->op;
+    const MPI_Comm comm = a->comm;
+    MPI_Request *request = a->request;
     int inter = 0;
     const double t0 = stat != NULL ? PMPI_Wtime() : 0.0;
-    if (comm == MPI_COMM_NULL || count <= 0 || dtype == MPI_DATATYPE_NULL
-        || op == MPI_OP_NULL || rbuf == MPI_IN_PLACE
+    if (comm == MPI_COMM_NULL || count <= 0 || count > INT_MAX
+        || dtype == MPI_DATATYPE_NULL || op == MPI_OP_NULL || rbuf == MPI_IN_PLACE
         || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
         if (count == 0 && collar_cfg.check && comm != MPI_COMM_NULL
             && dtype != MPI_DATATYPE_NULL && op != MPI_OP_NULL
             && rbuf != MPI_IN_PLACE) {
             /* Count 0 is checked too (intercommunicators are not). */
-            int rc = check_agree(0, dtype, op, comm, request, COLLAR_MEM_HOST, NULL);
+            int rc = check_agree(a, COLLAR_MEM_HOST, NULL);
             if (rc != MPI_SUCCESS) {
                 return rc;
             }
         }
-        int rc = pass_through(sbuf, rbuf, count, dtype, op, comm, request);
-        if (stat != NULL && rc == MPI_SUCCESS && count >= 0) {
+        int rc = pass_through(a);
+        if (stat != NULL && rc == MPI_SUCCESS && count >= 0 && !a->persistent) {
             /* Nothing to move (count 0) or an intercommunicator: the MPI
              * library's own call, counted as native. */
             stat->alg = COLLAR_ALG_NATIVE;
@@ -361,8 +453,8 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
             if (rbuf != MPI_IN_PLACE) {
                 collar_mem_classify(dev, rbuf, &stat->mem);
             }
-            int size = 0;
-            PMPI_Type_size(dtype, &size);
+            MPI_Count size = 0;
+            PMPI_Type_size_x(dtype, &size);
             stat->bytes = (size_t)count * (size_t)size;
             stats_done(stat, t0);
         }
@@ -370,14 +462,14 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     }
 
     collar_call_t call = {
-        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
+        .sbuf = sbuf, .rbuf = rbuf, .count = (int)count, .dtype = dtype, .op = op,
         .comm = comm, .in_place = sbuf == MPI_IN_PLACE,
     };
     collar_mem_kind_t rkind, skind = COLLAR_MEM_HOST;
     if (collar_mem_classify(dev, rbuf, &rkind) != COLLAR_OK
         || (!call.in_place && collar_mem_classify(dev, sbuf, &skind) != COLLAR_OK)
         || collar_call_describe(&call) != COLLAR_OK) {
-        return pass_through(sbuf, rbuf, count, dtype, op, comm, request);
+        return pass_through(a);
     }
     call.mem = (rkind != COLLAR_MEM_HOST || skind != COLLAR_MEM_HOST)
                ? COLLAR_MEM_DEVICE : COLLAR_MEM_HOST;
@@ -396,7 +488,7 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     collar_select(&key, &plan);
     collar_algo_eligible(&call, mpi_cuda_aware, &plan);
     if (collar_cfg.check) {
-        int rc = check_agree(count, dtype, op, comm, request, call.mem, &plan);
+        int rc = check_agree(a, call.mem, &plan);
         if (rc != MPI_SUCCESS) {
             return rc;
         }
@@ -413,8 +505,8 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
 
     collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
     if (build == NULL) {
-        int rc = pass_through(sbuf, rbuf, count, dtype, op, comm, request);
-        if (stat != NULL) {
+        int rc = pass_through(a);
+        if (stat != NULL && !a->persistent) {
             /* For a native MPI_Iallreduce this is the time to start it: the
              * MPI library completes it (docs/stats.md). */
             stats_done(stat, t0);
@@ -426,7 +518,7 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     collar_sched_t *s = NULL;
     collar_status_t st = collar_comm_get(comm, &cstate);
     if (st == COLLAR_OK && collar_call_validate(&call, cstate) != COLLAR_OK) {
-        return pass_through(sbuf, rbuf, count, dtype, op, comm, request);
+        return pass_through(a);
     }
     if (st == COLLAR_OK) {
         st = collar_sched_create(cstate, dev, &s);
@@ -440,6 +532,9 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
         collar_sched_destroy(s);
         PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
         return MPI_ERR_OTHER;
+    }
+    if (a->persistent) {
+        return allreduce_persist_create(a, s, stat);
     }
     collar_sched_start(s);
 
@@ -478,38 +573,36 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
 
 /* Host buffers only (pass_all) with statistics on: the MPI library's call,
  * timed and recorded as native on host memory, without selection. */
-static int native_recorded(const void *sbuf, void *rbuf, int count,
-                           MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
-                           MPI_Request *request, collar_stats_call_t *stat)
+static int native_recorded(const collar_allreduce_args_t *a,
+                           collar_stats_call_t *stat)
 {
     const double t0 = PMPI_Wtime();
-    int rc = pass_through(sbuf, rbuf, count, dtype, op, comm, request);
-    int size = 0;
-    if (rc == MPI_SUCCESS && count >= 0 && PMPI_Type_size(dtype, &size) == MPI_SUCCESS) {
+    int rc = pass_through(a);
+    MPI_Count size = 0;
+    if (rc == MPI_SUCCESS && a->count >= 0 && !a->persistent
+        && PMPI_Type_size_x(a->dtype, &size) == MPI_SUCCESS) {
         stat->alg = COLLAR_ALG_NATIVE;
         stat->mem = COLLAR_MEM_HOST;
-        stat->bytes = (size_t)count * (size_t)size;
+        stat->bytes = (size_t)a->count * (size_t)size;
         stats_done(stat, t0);
     }
     return rc;
 }
 
-/* Both exported entry points: request == NULL for MPI_Allreduce.  With
- * statistics on, the call site is taken here (frames inside libcollar.so
- * are not the application's and are skipped). */
-static int intercept(const void *sbuf, void *rbuf, int count,
-                     MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
-                     MPI_Request *request)
+/* Every exported allreduce entry point.  With statistics on, the call site
+ * is taken here (frames inside libcollar.so are not the application's and
+ * are skipped). */
+static int intercept(const collar_allreduce_args_t *a)
 {
     if (!collar_stats_on) {
-        return collar_allreduce(sbuf, rbuf, count, dtype, op, comm, request, NULL);
+        return collar_allreduce(a, NULL);
     }
     collar_stats_call_t stat = { .coll = COLLAR_COLL_ALLREDUCE };
     stat.npcs = collar_stats_callsite(stat.pcs, COLLAR_STATS_MAX_DEPTH, 1);
     if (pass_all) {
-        return native_recorded(sbuf, rbuf, count, dtype, op, comm, request, &stat);
+        return native_recorded(a, &stat);
     }
-    return collar_allreduce(sbuf, rbuf, count, dtype, op, comm, request, &stat);
+    return collar_allreduce(a, &stat);
 }
 
 COLLAR_EXPORT int MPI_Allreduce(const void *sbuf, void *rbuf, int count,
@@ -518,7 +611,11 @@ COLLAR_EXPORT int MPI_Allreduce(const void *sbuf, void *rbuf, int count,
     if (straight || state != STATE_ACTIVE) {
         return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
     }
-    return intercept(sbuf, rbuf, count, dtype, op, comm, NULL);
+    const collar_allreduce_args_t a = {
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
+        .comm = comm,
+    };
+    return intercept(&a);
 }
 
 COLLAR_EXPORT int MPI_Iallreduce(const void *sbuf, void *rbuf, int count,
@@ -528,8 +625,78 @@ COLLAR_EXPORT int MPI_Iallreduce(const void *sbuf, void *rbuf, int count,
     if (straight || state != STATE_ACTIVE || request == NULL) {
         return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
     }
-    return intercept(sbuf, rbuf, count, dtype, op, comm, request);
+    const collar_allreduce_args_t a = {
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
+        .comm = comm, .request = request,
+    };
+    return intercept(&a);
 }
+
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+COLLAR_EXPORT int MPI_Allreduce_init(const void *sbuf, void *rbuf, int count,
+                                     MPI_Datatype dtype, MPI_Op op,
+                                     MPI_Comm comm, MPI_Info info,
+                                     MPI_Request *request)
+{
+    if (straight || state != STATE_ACTIVE || request == NULL) {
+        return PMPI_Allreduce_init(sbuf, rbuf, count, dtype, op, comm, info,
+                                   request);
+    }
+    const collar_allreduce_args_t a = {
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
+        .comm = comm, .request = request, .persistent = 1, .info = info,
+    };
+    return intercept(&a);
+}
+#endif
+
+#if defined(HAVE_PMPI_ALLREDUCE_C)
+COLLAR_EXPORT int MPI_Allreduce_c(const void *sbuf, void *rbuf, MPI_Count count,
+                                  MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)
+{
+    if (straight || state != STATE_ACTIVE) {
+        return PMPI_Allreduce_c(sbuf, rbuf, count, dtype, op, comm);
+    }
+    const collar_allreduce_args_t a = {
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
+        .comm = comm, .large = 1,
+    };
+    return intercept(&a);
+}
+
+COLLAR_EXPORT int MPI_Iallreduce_c(const void *sbuf, void *rbuf, MPI_Count count,
+                                   MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                                   MPI_Request *request)
+{
+    if (straight || state != STATE_ACTIVE || request == NULL) {
+        return PMPI_Iallreduce_c(sbuf, rbuf, count, dtype, op, comm, request);
+    }
+    const collar_allreduce_args_t a = {
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
+        .comm = comm, .request = request, .large = 1,
+    };
+    return intercept(&a);
+}
+
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+COLLAR_EXPORT int MPI_Allreduce_init_c(const void *sbuf, void *rbuf,
+                                       MPI_Count count, MPI_Datatype dtype,
+                                       MPI_Op op, MPI_Comm comm, MPI_Info info,
+                                       MPI_Request *request)
+{
+    if (straight || state != STATE_ACTIVE || request == NULL) {
+        return PMPI_Allreduce_init_c(sbuf, rbuf, count, dtype, op, comm, info,
+                                     request);
+    }
+    const collar_allreduce_args_t a = {
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
+        .comm = comm, .request = request, .persistent = 1, .info = info,
+        .large = 1,
+    };
+    return intercept(&a);
+}
+#endif
+#endif /* HAVE_PMPI_ALLREDUCE_C */
 
 /* ------------------------------------------------- completion and progress */
 

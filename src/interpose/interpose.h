@@ -11,11 +11,24 @@
 
 #define COLLAR_EXPORT __attribute__((visibility("default")))
 
-/* Run an allreduce through collar.  request == NULL: blocking.  stat:
- * NULL, or the call's statistics record (call site filled in). */
-int collar_allreduce(const void *sbuf, void *rbuf, int count,
-                     MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
-                     MPI_Request *request, collar_stats_call_t *stat);
+/* One allreduce call, whichever of its six bindings. */
+typedef struct {
+    const void   *sbuf;
+    void         *rbuf;
+    MPI_Count     count;
+    MPI_Datatype  dtype;
+    MPI_Op        op;
+    MPI_Comm      comm;
+    MPI_Request  *request;    /* nonblocking and persistent forms, else NULL */
+    int           persistent; /* MPI_Allreduce_init(_c) */
+    MPI_Info      info;       /* of the persistent forms */
+    int           large;      /* the _c forms (MPI_Count count) */
+} collar_allreduce_args_t;
+
+/* Run an allreduce through collar.  stat: NULL, or the call's statistics
+ * record (call site filled in).  Counts above INT_MAX go to the MPI
+ * library's own _c form. */
+int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat);
 
 /* The other blocking collectives (colls.c): from MPI_Init on, stage the
  * device buffers of those in COLLAR_COLLECTIVES through host memory when
