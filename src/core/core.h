@@ -572,6 +572,10 @@ struct collar_sched {
     /* Called when the schedule finishes, instead of completing a request
      * (persistent operations: the schedule is run again). */
     collar_sched_cleanup_fn_t on_finish;
+    /* No other rank waits for this schedule's progress (it only copies
+     * back after the library's own collective): the progress thread
+     * leaves it to the application's completion calls. */
+    int                    local_only;
     int                    stats_on;     /* record `stats` when finished */
     double                 stats_t0;
     collar_stats_call_t    stats;

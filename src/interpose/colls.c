@@ -572,6 +572,7 @@ typedef struct {
     MPI_Request         inner;     /* the library's request */
     collar_sched_t     *sched;
     collar_persist_t    persist;
+    collar_status_t     init_failed;  /* persistent: staging failed at init */
 } colls_op_t;
 
 /* Schedules of staged collectives have no internal traffic: they take no
@@ -764,7 +765,7 @@ static void persist_on_finish(collar_sched_t *s)
 static void persist_start(collar_persist_t *p)
 {
     colls_op_t *op = (colls_op_t *)((char *)p - offsetof(colls_op_t, persist));
-    op->cc.failed = COLLAR_OK;
+    op->cc.failed = op->init_failed;
     if (collar_stats_on) {
         op->t0 = PMPI_Wtime();
     }
@@ -791,8 +792,11 @@ static void persist_destroy(collar_persist_t *p)
 }
 
 /*
- * The persistent form (MPI_X_init): op_enter has allocated the host copies
- * (filled at each MPI_Start), the library's MPI_X_init on them returned
+ * The persistent form (MPI_X_init): op_enter has allocated and filled the
+ * host copies (filled again at each MPI_Start: MPICH 4.0.2's persistent
+ * gathers read the send buffer at MPI_X_init already, so collar's copies
+ * hold what the application's buffers held then too), the library's
+ * MPI_X_init on them returned
  * `rc` and op->inner.  Not staged: the application gets the library's
  * request, which collar never sees again.  Staged: collar's persistent
  * request (persist.c).
@@ -807,12 +811,18 @@ static int op_pinit(colls_op_t *op, int rc, MPI_Request *request)
         free(op);
         return rc;
     }
+    op->init_failed = op->cc.failed;
     collar_status_t st = op_schedule(op);
     if (st == COLLAR_OK) {
         op->sched->cleanup = op_free;
         op->sched->cleanup_arg = op;
         op->sched->owner = op;
         op->sched->on_finish = persist_on_finish;
+        /* MPICH 4.0.2 hangs now and then when the progress thread tests a
+         * persistent collective while the application completes others;
+         * peers wait for the library's collective, not for the copies
+         * back, so the application's completion calls progress this. */
+        op->sched->local_only = 1;
         op->persist.coll = op->cc.coll;
         op->persist.comm = op->cc.comm;
         op->persist.start = persist_start;
@@ -1257,7 +1267,7 @@ COLLAR_EXPORT int MPI_Bcast_init(void *buffer, int count, MPI_Datatype datatype,
     if (op == NULL) {
         return PMPI_Bcast_init(buffer, count, datatype, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1275,7 +1285,7 @@ COLLAR_EXPORT int MPI_Allgather_init(const void *sendbuf, int sendcount, MPI_Dat
     if (op == NULL) {
         return PMPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1293,7 +1303,7 @@ COLLAR_EXPORT int MPI_Allgatherv_init(const void *sendbuf, int sendcount, MPI_Da
     if (op == NULL) {
         return PMPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1311,7 +1321,7 @@ COLLAR_EXPORT int MPI_Alltoall_init(const void *sendbuf, int sendcount, MPI_Data
     if (op == NULL) {
         return PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1329,7 +1339,7 @@ COLLAR_EXPORT int MPI_Alltoallv_init(const void *sendbuf, const int sendcounts[]
     if (op == NULL) {
         return PMPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1347,7 +1357,7 @@ COLLAR_EXPORT int MPI_Reduce_scatter_init(const void *sendbuf, void *recvbuf, co
     if (op == NULL) {
         return PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1365,7 +1375,7 @@ COLLAR_EXPORT int MPI_Reduce_scatter_block_init(const void *sendbuf, void *recvb
     if (op == NULL) {
         return PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1383,7 +1393,7 @@ COLLAR_EXPORT int MPI_Reduce_init(const void *sendbuf, void *recvbuf, int count,
     if (op == NULL) {
         return PMPI_Reduce_init(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1401,7 +1411,7 @@ COLLAR_EXPORT int MPI_Gather_init(const void *sendbuf, int sendcount, MPI_Dataty
     if (op == NULL) {
         return PMPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1419,7 +1429,7 @@ COLLAR_EXPORT int MPI_Gatherv_init(const void *sendbuf, int sendcount, MPI_Datat
     if (op == NULL) {
         return PMPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1437,7 +1447,7 @@ COLLAR_EXPORT int MPI_Scatter_init(const void *sendbuf, int sendcount, MPI_Datat
     if (op == NULL) {
         return PMPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1455,7 +1465,7 @@ COLLAR_EXPORT int MPI_Scatterv_init(const void *sendbuf, const int sendcounts[],
     if (op == NULL) {
         return PMPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1872,7 +1882,7 @@ COLLAR_EXPORT int MPI_Bcast_init_c(void *buffer, MPI_Count count, MPI_Datatype d
     if (op == NULL) {
         return PMPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1890,7 +1900,7 @@ COLLAR_EXPORT int MPI_Allgather_init_c(const void *sendbuf, MPI_Count sendcount,
     if (op == NULL) {
         return PMPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1908,7 +1918,7 @@ COLLAR_EXPORT int MPI_Allgatherv_init_c(const void *sendbuf, MPI_Count sendcount
     if (op == NULL) {
         return PMPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1926,7 +1936,7 @@ COLLAR_EXPORT int MPI_Alltoall_init_c(const void *sendbuf, MPI_Count sendcount, 
     if (op == NULL) {
         return PMPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1944,7 +1954,7 @@ COLLAR_EXPORT int MPI_Alltoallv_init_c(const void *sendbuf, const MPI_Count send
     if (op == NULL) {
         return PMPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1962,7 +1972,7 @@ COLLAR_EXPORT int MPI_Reduce_scatter_init_c(const void *sendbuf, void *recvbuf, 
     if (op == NULL) {
         return PMPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1980,7 +1990,7 @@ COLLAR_EXPORT int MPI_Reduce_scatter_block_init_c(const void *sendbuf, void *rec
     if (op == NULL) {
         return PMPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1998,7 +2008,7 @@ COLLAR_EXPORT int MPI_Reduce_init_c(const void *sendbuf, void *recvbuf, MPI_Coun
     if (op == NULL) {
         return PMPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -2016,7 +2026,7 @@ COLLAR_EXPORT int MPI_Gather_init_c(const void *sendbuf, MPI_Count sendcount, MP
     if (op == NULL) {
         return PMPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -2034,7 +2044,7 @@ COLLAR_EXPORT int MPI_Gatherv_init_c(const void *sendbuf, MPI_Count sendcount, M
     if (op == NULL) {
         return PMPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -2052,7 +2062,7 @@ COLLAR_EXPORT int MPI_Scatter_init_c(const void *sendbuf, MPI_Count sendcount, M
     if (op == NULL) {
         return PMPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -2070,7 +2080,7 @@ COLLAR_EXPORT int MPI_Scatterv_init_c(const void *sendbuf, const MPI_Count sendc
     if (op == NULL) {
         return PMPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    int rc = op_enter(op, &a, 0);
+    int rc = op_enter(op, &a, 1);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;

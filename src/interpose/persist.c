@@ -145,6 +145,8 @@ int collar_persist_create(collar_persist_t *p, MPI_Request *request)
 void collar_persist_finished(collar_persist_t *p, int error)
 {
     pthread_mutex_lock(&persist_lock);
+    collar_trace(COLL, "persistent %s (tag %d): finished, error %d",
+                 collar_coll_name(p->coll), p->tag, error);
     p->error = error;
     p->active = 0;
     const int freed = p->freed;
@@ -178,6 +180,7 @@ static int start_one(MPI_Request *request)
     }
     p->active = 1;
     p->error = MPI_SUCCESS;
+    collar_trace(COLL, "persistent %s (tag %d): start", collar_coll_name(p->coll), p->tag);
     p->start(p);
     return MPI_SUCCESS;
 }

@@ -125,16 +125,27 @@ static void run_finish(collar_sched_t *s)
     greq_release(g);
 }
 
-static void progress_locked(void)
+/* from_thread: the progress thread's pass, which leaves out the schedules
+ * no peer waits for (local_only). */
+static void progress_pass(int from_thread)
 {
     collar_sched_t *s = run_head;
     while (s != NULL) {
         collar_sched_t *next = s->next;
+        if (from_thread && s->local_only) {
+            s = next;
+            continue;
+        }
         if (collar_sched_progress(s) == COLLAR_OK) {
             run_finish(s);
         }
         s = next;
     }
+}
+
+static void progress_locked(void)
+{
+    progress_pass(0);
 }
 
 int collar_progress_all(void)
@@ -198,7 +209,9 @@ static void *progress_thread(void *arg)
             continue;
         }
         pthread_mutex_unlock(&thr_lock);
-        collar_progress_all();
+        pthread_mutex_lock(&prog_lock);
+        progress_pass(1);
+        pthread_mutex_unlock(&prog_lock);
         if (thr_interval_us > 0) {
             nanosleep(&pause, NULL);
         } else {

@@ -1,6 +1,7 @@
 /* collar tests - one call of a collective in any of its bindings (colls_forms.h). */
 #include "config.h"
 #include "colls_forms.h"
+#include "testutil.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,10 @@ int tf_form_available(tf_form_t f)
 static int complete(MPI_Request *req)
 {
     int flag = 0, rc;
-    switch (completions++ % 4) {
+    /* Persistent requests of collar's are not completed by PMPI_Wait in
+     * one thread while collar's progress thread finishes them under
+     * MPICH 4.0 (docs/collectives.md): the three C completion calls. */
+    switch (completions++ % (form == TF_PERSISTENT ? 3 : 4)) {
     case 0:
         return MPI_Wait(req, MPI_STATUS_IGNORE);
     case 1:
@@ -67,7 +71,7 @@ static int complete(MPI_Request *req)
         } while (rc == MPI_SUCCESS && !flag);
         return rc;
     case 2:
-        return MPI_Waitall(1, req, MPI_STATUSES_IGNORE);
+        return MPI_Waitall(1, req, tu_statuses_ignore());
     default:
         /* As a Fortran binding would: collar's progress thread finishes it. */
         return PMPI_Wait(req, MPI_STATUS_IGNORE);
@@ -75,7 +79,7 @@ static int complete(MPI_Request *req)
 }
 
 #if defined(HAVE_PMPI_ALLREDUCE_C)
-static MPI_Count *counts_c(const int *c, int n)
+static MPI_Count *to_count_array(const int *c, int n)
 {
     if (c == NULL) {
         return NULL;
@@ -87,7 +91,7 @@ static MPI_Count *counts_c(const int *c, int n)
     return out;
 }
 
-static MPI_Aint *displs_c(const int *d, int n)
+static MPI_Aint *to_aint_array(const int *d, int n)
 {
     if (d == NULL) {
         return NULL;
@@ -223,8 +227,8 @@ int tf_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
     case TF_LARGE: {
 #if defined(HAVE_PMPI_ALLREDUCE_C)
         const int n = comm_size(comm);
-        MPI_Count *recvcounts_c = counts_c(recvcounts, n);
-        MPI_Aint *displs_c = displs_c(displs, n);
+        MPI_Count *recvcounts_c = to_count_array(recvcounts, n);
+        MPI_Aint *displs_c = to_aint_array(displs, n);
         rc = MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts_c, displs_c, recvtype, comm);
         free(recvcounts_c);
         free(displs_c);
@@ -314,10 +318,10 @@ int tf_alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls,
     case TF_LARGE: {
 #if defined(HAVE_PMPI_ALLREDUCE_C)
         const int n = comm_size(comm);
-        MPI_Count *sendcounts_c = counts_c(sendcounts, n);
-        MPI_Aint *sdispls_c = displs_c(sdispls, n);
-        MPI_Count *recvcounts_c = counts_c(recvcounts, n);
-        MPI_Aint *rdispls_c = displs_c(rdispls, n);
+        MPI_Count *sendcounts_c = to_count_array(sendcounts, n);
+        MPI_Aint *sdispls_c = to_aint_array(sdispls, n);
+        MPI_Count *recvcounts_c = to_count_array(recvcounts, n);
+        MPI_Aint *rdispls_c = to_aint_array(rdispls, n);
         rc = MPI_Alltoallv_c(sendbuf, sendcounts_c, sdispls_c, sendtype, recvbuf, recvcounts_c, rdispls_c, recvtype, comm);
         free(sendcounts_c);
         free(sdispls_c);
@@ -366,7 +370,7 @@ int tf_reduce_scatter(const void *sendbuf, void *recvbuf, const int *recvcounts,
     case TF_LARGE: {
 #if defined(HAVE_PMPI_ALLREDUCE_C)
         const int n = comm_size(comm);
-        MPI_Count *recvcounts_c = counts_c(recvcounts, n);
+        MPI_Count *recvcounts_c = to_count_array(recvcounts, n);
         rc = MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts_c, datatype, op, comm);
         free(recvcounts_c);
         return rc;
@@ -541,8 +545,8 @@ int tf_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
     case TF_LARGE: {
 #if defined(HAVE_PMPI_ALLREDUCE_C)
         const int n = comm_size(comm);
-        MPI_Count *recvcounts_c = counts_c(recvcounts, n);
-        MPI_Aint *displs_c = displs_c(displs, n);
+        MPI_Count *recvcounts_c = to_count_array(recvcounts, n);
+        MPI_Aint *displs_c = to_aint_array(displs, n);
         rc = MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts_c, displs_c, recvtype, root, comm);
         free(recvcounts_c);
         free(displs_c);
@@ -632,8 +636,8 @@ int tf_scatterv(const void *sendbuf, const int *sendcounts, const int *displs, M
     case TF_LARGE: {
 #if defined(HAVE_PMPI_ALLREDUCE_C)
         const int n = comm_size(comm);
-        MPI_Count *sendcounts_c = counts_c(sendcounts, n);
-        MPI_Aint *displs_c = displs_c(displs, n);
+        MPI_Count *sendcounts_c = to_count_array(sendcounts, n);
+        MPI_Aint *displs_c = to_aint_array(displs, n);
         rc = MPI_Scatterv_c(sendbuf, sendcounts_c, displs_c, sendtype, recvbuf, recvcount, recvtype, root, comm);
         free(sendcounts_c);
         free(displs_c);
