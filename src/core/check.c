@@ -128,9 +128,11 @@ static int check_state(MPI_Comm comm, check_state_t **out)
     int inter = 0;
     rc = PMPI_Comm_test_inter(comm, &inter);
     if (rc == MPI_SUCCESS && !inter) {
-        rc = PMPI_Comm_dup(comm, &st->comm);
+        /* No PMPI_Comm_dup: it would run the user's attribute copy
+         * callbacks. */
+        rc = collar_comm_dup_private(comm, &st->comm) == COLLAR_OK
+             ? MPI_SUCCESS : MPI_ERR_OTHER;
         if (rc == MPI_SUCCESS) {
-            PMPI_Comm_set_errhandler(st->comm, MPI_ERRORS_RETURN);
             PMPI_Comm_size(comm, &st->size);
         }
     }

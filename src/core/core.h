@@ -260,11 +260,15 @@ typedef struct collar_device {
 /* ----------------------------------------------------- private communicator */
 
 /*
- * collar's state for a user communicator, cached on it as an attribute and
- * freed with it: a private duplicate for internal traffic and the counters
- * that keep concurrent operations apart.
+ * collar's state for a user communicator, cached on it as an attribute: a
+ * private duplicate for internal traffic and the counters that keep
+ * concurrent operations apart.  Reference-counted: the user's communicator
+ * holds one reference (dropped when it is freed), each schedule another
+ * (collar_sched_create .. collar_sched_destroy), so that an operation
+ * outlives MPI_Comm_free of its communicator, as MPI allows.
  */
 typedef struct collar_comm {
+    int      refs;         /* atomic (collar_comm_ref / collar_comm_unref) */
     MPI_Comm private_comm;
     int      size;
     int      rank;
@@ -274,8 +278,17 @@ typedef struct collar_comm {
     uint64_t coll_turn;    /* ticket whose collectives may be issued now */
 } collar_comm_t;
 
-/* Find or create the state of `comm` (creating is collective over comm). */
+/* Find or create the state of `comm` (creating is collective over comm).
+ * The pointer is good while the caller is inside an MPI call on `comm`;
+ * what keeps it longer takes a reference. */
 collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state);
+void collar_comm_ref(collar_comm_t *state);
+/* Drop a reference; the last one frees the private duplicate and state. */
+void collar_comm_unref(collar_comm_t *state);
+/* A communicator with the group of `comm`, in the same order, for collar's
+ * own traffic: collective, copies none of the user's attributes (no copy
+ * callback runs), errors return (MPI_ERRORS_RETURN). */
+collar_status_t collar_comm_dup_private(MPI_Comm comm, MPI_Comm *out);
 collar_status_t collar_comm_init(void);
 void collar_comm_finalize(void);
 /* A duplicate of MPI_COMM_SELF whose errors return to collar: for asking
