@@ -483,7 +483,10 @@ typedef struct {
     int               count;
     MPI_Datatype      dtype;        /* compared by MPI_Type_size */
     MPI_Op            op;           /* predefined ops by identity */
-    collar_mem_kind_t mem;          /* as collar classified the buffers */
+    collar_mem_kind_t mem;          /* as collar classified the buffers:
+                                     * device if either is not host */
+    collar_mem_kind_t smem, rmem;   /* each buffer's (in place: smem = rmem),
+                                     * named in the message, not compared */
     collar_alg_t      alg;          /* selected, after eligibility */
     size_t            chunk;        /* in force for chunked and ring, else 0 */
 } collar_check_call_t;

@@ -240,11 +240,13 @@ static void stats_done(collar_stats_call_t *stat, double t0)
  * (plan NULL: native on host memory), before anything of it is issued. */
 static int check_agree(int count, MPI_Datatype dtype, MPI_Op op,
                        MPI_Comm comm, MPI_Request *request,
-                       collar_mem_kind_t mem, const collar_plan_t *plan)
+                       collar_mem_kind_t mem, collar_mem_kind_t smem,
+                       collar_mem_kind_t rmem, const collar_plan_t *plan)
 {
     collar_check_call_t c = {
         .nonblocking = request != NULL, .count = count, .dtype = dtype,
-        .op = op, .mem = mem, .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
+        .op = op, .mem = mem, .smem = smem, .rmem = rmem,
+        .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
     };
     if (plan != NULL
         && (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING)) {
@@ -270,7 +272,8 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
             && dtype != MPI_DATATYPE_NULL && op != MPI_OP_NULL
             && rbuf != MPI_IN_PLACE) {
             /* Count 0 is checked too (intercommunicators are not). */
-            int rc = check_agree(0, dtype, op, comm, request, COLLAR_MEM_HOST, NULL);
+            int rc = check_agree(0, dtype, op, comm, request, COLLAR_MEM_HOST,
+                                 COLLAR_MEM_HOST, COLLAR_MEM_HOST, NULL);
             if (rc != MPI_SUCCESS) {
                 return rc;
             }
@@ -319,7 +322,8 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     collar_select(&key, &plan);
     collar_algo_eligible(&call, mpi_cuda_aware, &plan);
     if (collar_cfg.check) {
-        int rc = check_agree(count, dtype, op, comm, request, call.mem, &plan);
+        int rc = check_agree(count, dtype, op, comm, request, call.mem,
+                             call.in_place ? rkind : skind, rkind, &plan);
         if (rc != MPI_SUCCESS) {
             return rc;
         }
