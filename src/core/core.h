@@ -255,6 +255,11 @@ typedef struct collar_device {
     collar_status_t (*event_query)(collar_event_t *ev);
     /* Make later stream work see what the caller queued on the device. */
     collar_status_t (*order_after_caller)(void);
+    /* Optional (NULL: one device, 0).  The device ordinal of the scratch
+     * buffer at `ptr`, or for ptr NULL the device new scratch for the call
+     * being set up in this thread goes to: the scratch pool keeps buffers
+     * per device. */
+    int (*scratch_device)(const void *ptr);
 } collar_device_t;
 
 /* ----------------------------------------------------- private communicator */
@@ -613,5 +618,8 @@ collar_status_t collar_scratch_get(const collar_device_t *dev, size_t bytes,
 void collar_scratch_put(const collar_device_t *dev, void *ptr, size_t bytes);
 /* Free what both pools keep (MPI_Finalize). */
 void collar_pool_release_all(void);
+/* The size the pools allocate for `bytes`: the next power of two from
+ * 4 KiB up to 4 MiB, the next multiple of 2 MiB above; 0 when too large. */
+size_t collar_pool_round(size_t bytes);
 
 #endif /* COLLAR_CORE_H */
