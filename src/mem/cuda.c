@@ -271,7 +271,8 @@ static collar_status_t cu_init(void)
         /* No buffer ids to check hits against: no cache. */
         mode = COLLAR_PTR_CACHE_OFF;
     }
-    collar_ptr_driver_t drv = { .query = cu_query, .buffer_id = cu_buffer_id };
+    collar_ptr_driver_t drv = { .query = cu_query, .buffer_id = cu_buffer_id,
+                                .host_range = collar_ptr_host_range_maps };
     COLLAR_CHECK(collar_ptrcache_create(&drv, mode, CU_CACHE_SIZE, &cu.cache));
     int version = 0;
     cudaDriverGetVersion(&version);
