@@ -54,6 +54,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,13 +251,26 @@ static void *cu_entry_point(const char *name)
     return fn;
 }
 
+/* Why init() failed, for the message of an explicit COLLAR_DEVICE=cuda. */
+static char cu_reason[160];
+
+const char *collar_cuda_unavailable_reason(void)
+{
+    return cu_reason[0] ? cu_reason : "unknown reason";
+}
+
 static collar_status_t cu_init(void)
 {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess || n <= 0) {
-        collar_debug(MEM, "cuda: no usable GPU (%s)",
-                     err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+        if (err != cudaSuccess) {
+            snprintf(cu_reason, sizeof(cu_reason), "%s: %s",
+                     cudaGetErrorName(err), cudaGetErrorString(err));
+        } else {
+            snprintf(cu_reason, sizeof(cu_reason), "the driver sees 0 devices");
+        }
+        collar_debug(MEM, "cuda: no usable GPU (%s)", cu_reason);
         cudaGetLastError();
         return COLLAR_ERR_UNAVAILABLE;
     }
