@@ -33,7 +33,10 @@
  *                  left alone);
  *                  stream = collar's streams are blocking streams, which
  *                  start after what is queued on the legacy default stream
- *                  before them, at no host cost; none = non-blocking
+ *                  before them, at no host cost (with a CUDA-aware MPI
+ *                  library, which reads device buffers outside collar's
+ *                  streams, the host waits for the legacy stream of the
+ *                  buffers' devices instead); none = non-blocking
  *                  streams, no wait: the caller has synchronised.
  *   staging        cudaHostAlloc (portable); if pinned memory cannot be
  *                  had, pageable memory with one warning (copies are then
@@ -87,6 +90,7 @@ static struct {
     cu_ctx_get_fn     ctx_get;
     cu_ctx_set_fn     ctx_set;
     uint64_t          used;       /* atomic: bit d, a buffer lives on d */
+    int               mpi_aware;  /* -1: not asked yet */
     collar_ptrcache_t *cache;
     pthread_mutex_t   lock;
     cu_device_t       dev[CU_MAX_DEVICES];
@@ -280,6 +284,7 @@ static collar_status_t cu_init(void)
     cu.ctx_get = (cu_ctx_get_fn)cu_entry_point("cuCtxGetCurrent");
     cu.ctx_set = (cu_ctx_set_fn)cu_entry_point("cuCtxSetCurrent");
     cu.used = 0;
+    cu.mpi_aware = -1;
     int mode = collar_cfg.ptr_cache;
     if (cu.get_attr == NULL && mode == COLLAR_PTR_CACHE_ON) {
         /* No buffer ids to check hits against: no cache. */
@@ -518,10 +523,30 @@ static collar_status_t cu_reduce_async(void *inout, const void *in,
     return st;
 }
 
+/* Does the MPI library read device buffers itself?  Asked once. */
+static int cu_mpi_reads_device(void)
+{
+    int a = __atomic_load_n(&cu.mpi_aware, __ATOMIC_RELAXED);
+    if (a < 0) {
+        a = collar_mpi_cuda_aware() ? 1 : 0;
+        __atomic_store_n(&cu.mpi_aware, a, __ATOMIC_RELAXED);
+    }
+    return a;
+}
+
 static collar_status_t cu_order_after_caller(void)
 {
-    if (collar_cfg.sync != COLLAR_SYNC_DEVICE) {
-        return COLLAR_OK;   /* stream: implicit in blocking streams */
+    if (collar_cfg.sync == COLLAR_SYNC_NONE) {
+        return COLLAR_OK;
+    }
+    /* stream: collar's own copies and kernels are ordered after the legacy
+     * default stream by being on blocking streams, at no host cost.  But a
+     * CUDA-aware MPI library reads device buffers itself (the ring's first
+     * sends of an in-place call read the user's buffer directly), ordered
+     * after nothing: the host waits for the legacy stream then. */
+    const int stream_wait = collar_cfg.sync == COLLAR_SYNC_STREAM;
+    if (stream_wait && !cu_mpi_reads_device()) {
+        return COLLAR_OK;
     }
     /* The devices the application's buffers live on: the caller's work on
      * them may be on any of their streams.  Not the others: that would
@@ -540,10 +565,12 @@ static collar_status_t cu_order_after_caller(void)
         }
         cudaError_t err = cudaSetDevice(d);
         if (err == cudaSuccess) {
-            err = cudaDeviceSynchronize();
+            err = stream_wait ? cudaStreamSynchronize(cudaStreamLegacy)
+                              : cudaDeviceSynchronize();
         }
         if (err != cudaSuccess) {
-            cu_fail("cudaDeviceSynchronize", err);
+            cu_fail(stream_wait ? "cudaStreamSynchronize" : "cudaDeviceSynchronize",
+                    err);
             st = COLLAR_ERR_DEVICE;
         }
     }

@@ -181,6 +181,17 @@ cudaError_t cudaGetDevice(int *d)
     return cudaSuccess;
 }
 
+static unsigned stream_synced;   /* bit d: the legacy stream of d */
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    if (s == cudaStreamLegacy) {
+        stream_synced |= 1u << cur_device();
+    }
+    nsync++;
+    return cudaSuccess;
+}
+
 cudaError_t cudaDeviceSynchronize(void)
 {
     synced |= 1u << cur_device();
@@ -324,8 +335,10 @@ static void test_sync_and_current(void)
     UNIT_CHECK(cur_ctx == NULL, "a context (device %d) left current where "
                "there was none", ctx_device(cur_ctx));
 
-    /* COLLAR_SYNC=stream and none: no host synchronisation at all. */
+    /* COLLAR_SYNC=stream with an MPI library that does not read device
+     * buffers, and none: no host synchronisation at all. */
     nsync = 0;
+    collar_cfg.mpi_cuda_aware = 2;   /* no */
     collar_cfg.sync = COLLAR_SYNC_STREAM;
     dev->order_after_caller();
     collar_cfg.sync = COLLAR_SYNC_NONE;
@@ -351,6 +364,32 @@ static void test_sync_and_current(void)
                ctx_device(cur_ctx));
     while (dev->event_query(&ev) == COLLAR_INPROGRESS) {
     }
+}
+
+/* COLLAR_SYNC=stream with a CUDA-aware MPI library: it reads device
+ * buffers outside collar's streams, so the host waits for the legacy
+ * stream of the buffers' device (only). */
+static void test_stream_aware(void)
+{
+    /* The answer is asked once per init. */
+    dev->finalize();
+    collar_cfg.mpi_cuda_aware = 1;   /* yes */
+    UNIT_CHECK(dev->init() == COLLAR_OK, "init");
+    fake_alloc_t *buf = fake_map(4096, 1, 0);
+    collar_mem_kind_t kind;
+    dev->mem_query(buf->base, &kind);
+    collar_cfg.sync = COLLAR_SYNC_STREAM;
+    stream_synced = 0;
+    synced = 0;
+    cur_ctx = ctx_of(2);
+    UNIT_CHECK(dev->order_after_caller() == COLLAR_OK, "order");
+    UNIT_CHECK(stream_synced == 1u << 1 && synced == 0, "stream mode with a "
+               "CUDA-aware MPI: legacy streams waited for %#x, devices %#x; "
+               "expected the legacy stream of device 1 only", stream_synced,
+               synced);
+    UNIT_CHECK(cur_ctx == ctx_of(2), "current device after the ordering: %d",
+               ctx_device(cur_ctx));
+    collar_cfg.sync = COLLAR_SYNC_DEVICE;
 }
 
 static void test_scratch(void)
@@ -399,6 +438,7 @@ int main(void)
 {
     collar_config_load();
     test_sync_and_current();
+    test_stream_aware();
     test_scratch();
     return unit_finish("test_cuda");
 }
