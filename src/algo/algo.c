@@ -2,6 +2,9 @@
 #include "config.h"
 #include "algo.h"
 
+#include <pthread.h>
+#include <stdint.h>
+
 collar_status_t collar_call_describe(collar_call_t *call)
 {
     MPI_Aint lb, extent, true_lb, true_extent;
@@ -31,6 +34,50 @@ collar_status_t collar_call_describe(collar_call_t *call)
     return COLLAR_OK;
 }
 
+/*
+ * The answers of the probes below are cached on the datatype itself, in an
+ * attribute: a handle is not a safe key (a freed datatype's handle can be
+ * handed out again for another type), but an attribute goes away with the
+ * type (MPI_Type_free deletes it) and is not copied by MPI_Type_dup (the
+ * null copy function).  Only "accepted" answers are kept: a type the
+ * library refuses (uncommitted) may be committed later, while a committed
+ * type stays committed until it is freed.  The value is a bit set: bit 0
+ * the send probe passed, bit 1 + op the allreduce probe with that
+ * predefined op passed.  The keyval lives until the process ends (types may
+ * outlive collar's finalization in the application's bookkeeping; the MPI
+ * library frees keyvals at MPI_Finalize).
+ */
+static int type_keyval = MPI_KEYVAL_INVALID;
+static pthread_once_t type_keyval_once = PTHREAD_ONCE_INIT;
+
+static void type_keyval_create(void)
+{
+    if (PMPI_Type_create_keyval(MPI_TYPE_NULL_COPY_FN, MPI_TYPE_NULL_DELETE_FN,
+                                &type_keyval, NULL) != MPI_SUCCESS) {
+        type_keyval = MPI_KEYVAL_INVALID;
+    }
+}
+
+static uintptr_t type_known(MPI_Datatype dt)
+{
+    void *attr = NULL;
+    int flag = 0;
+    pthread_once(&type_keyval_once, type_keyval_create);
+    if (type_keyval == MPI_KEYVAL_INVALID
+        || PMPI_Type_get_attr(dt, type_keyval, &attr, &flag) != MPI_SUCCESS
+        || !flag) {
+        return 0;
+    }
+    return (uintptr_t)attr;
+}
+
+static void type_remember(MPI_Datatype dt, uintptr_t bits)
+{
+    if (type_keyval != MPI_KEYVAL_INVALID) {
+        PMPI_Type_set_attr(dt, type_keyval, (void *)bits);
+    }
+}
+
 collar_status_t collar_call_validate(const collar_call_t *call,
                                      const collar_comm_t *comm)
 {
@@ -39,6 +86,15 @@ collar_status_t collar_call_validate(const collar_call_t *call,
                ? COLLAR_OK : COLLAR_ERR_INVALID;
     }
     if (call->cdt == COLLAR_DT_NONE) {
+        MPI_Comm probe = collar_comm_probe();
+        const int ask_op = call->cop != COLLAR_OP_NONE && probe != MPI_COMM_NULL;
+        const uintptr_t op_bit = ask_op ? (uintptr_t)2 << call->cop : 0;
+        const uintptr_t known = type_known(call->dtype);
+        if ((known & 1) && (known & op_bit) == op_bit) {
+            return COLLAR_OK;
+        }
+        collar_debug(COLL, "asking the MPI library whether it takes this "
+                     "derived datatype%s", ask_op ? " with this op" : "");
         MPI_Request req;
         if (PMPI_Isend(call->rbuf, 1, call->dtype, MPI_PROC_NULL, 0, comm->private_comm,
                        &req) != MPI_SUCCESS) {
@@ -48,14 +104,15 @@ collar_status_t collar_call_validate(const collar_call_t *call,
         /* A predefined op on a derived datatype: the library may refuse it
          * (Open MPI 4.1 and MPICH 4.0 do).  Ask it with a one-rank in-place
          * allreduce, which moves no data. */
-        MPI_Comm probe = collar_comm_probe();
-        if (call->cop != COLLAR_OP_NONE && probe != MPI_COMM_NULL) {
+        if (ask_op) {
             if (PMPI_Iallreduce(MPI_IN_PLACE, call->rbuf, 1, call->dtype, call->op,
                                 probe, &req) != MPI_SUCCESS) {
+                type_remember(call->dtype, known | 1);
                 return COLLAR_ERR_INVALID;
             }
             PMPI_Wait(&req, MPI_STATUS_IGNORE);
         }
+        type_remember(call->dtype, known | 1 | op_bit);
     }
     return COLLAR_OK;
 }

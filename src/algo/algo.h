@@ -56,6 +56,9 @@ collar_status_t collar_call_describe(collar_call_t *call);
  *   - a predefined op on a derived datatype the library refuses (some
  *     accept it), probed with a one-rank in-place allreduce (no data moves)
  *     on collar's duplicate of MPI_COMM_SELF.
+ * The probes' "accepted" answers are cached in an attribute of the
+ * datatype (it goes away with the type, so a reused handle asks again):
+ * a derived type pays for them on its first call only (algo.c).
  */
 collar_status_t collar_call_validate(const collar_call_t *call,
                                      const collar_comm_t *comm);

@@ -46,8 +46,13 @@ enum {
     F_HASH_LO,
     F_ALG,      /* collar_alg_t after eligibility */
     F_CHUNK,    /* chunk in force for chunked and ring, else 0 */
+    F_BUFS,     /* 1 + 4 x send kind + receive kind: for the message only */
     NF
 };
+/* Fields every rank must agree on: all but F_BUFS (a device send buffer
+ * with a host receive buffer on one rank and device buffers on another
+ * select alike: both are device calls). */
+#define NCOMPARED F_BUFS
 
 #define OP_USER 100
 
@@ -128,9 +133,11 @@ static int check_state(MPI_Comm comm, check_state_t **out)
     int inter = 0;
     rc = PMPI_Comm_test_inter(comm, &inter);
     if (rc == MPI_SUCCESS && !inter) {
-        rc = PMPI_Comm_dup(comm, &st->comm);
+        /* No PMPI_Comm_dup: it would run the user's attribute copy
+         * callbacks. */
+        rc = collar_comm_dup_private(comm, &st->comm) == COLLAR_OK
+             ? MPI_SUCCESS : MPI_ERR_OTHER;
         if (rc == MPI_SUCCESS) {
-            PMPI_Comm_set_errhandler(st->comm, MPI_ERRORS_RETURN);
             PMPI_Comm_size(comm, &st->size);
         }
     }
@@ -248,9 +255,22 @@ static void format_value(int a, const int64_t *fp, char *buf, size_t len)
     case F_OP:
         snprintf(buf, len, "%s", op_name(fp[F_OP]));
         break;
-    case F_MEM:
-        snprintf(buf, len, "%s", collar_mem_kind_name((collar_mem_kind_t)fp[F_MEM]));
+    case F_MEM: {
+        /* A rank that mixes kinds (e.g. a device send buffer and a host
+         * receive buffer) says so: that is the usual cause. */
+        const int64_t bufs = fp[F_BUFS] - 1;
+        const int64_t skind = bufs / 4, rkind = bufs % 4;
+        if (bufs >= 0 && skind != rkind) {
+            snprintf(buf, len, "%s (send buffer %s, receive buffer %s)",
+                     collar_mem_kind_name((collar_mem_kind_t)fp[F_MEM]),
+                     collar_mem_kind_name((collar_mem_kind_t)skind),
+                     collar_mem_kind_name((collar_mem_kind_t)rkind));
+        } else {
+            snprintf(buf, len, "%s",
+                     collar_mem_kind_name((collar_mem_kind_t)fp[F_MEM]));
+        }
         break;
+    }
     case F_HASH_HI:
         snprintf(buf, len, "0x%08llx%08llx", (unsigned long long)fp[F_HASH_HI],
                  (unsigned long long)fp[F_HASH_LO]);
@@ -444,6 +464,7 @@ int collar_check_allreduce(MPI_Comm comm, const collar_check_call_t *call,
     fp[F_HASH_LO] = (int64_t)(hash & 0xffffffffu);
     fp[F_ALG] = (int64_t)call->alg;
     fp[F_CHUNK] = call->chunk > (size_t)INT64_MAX ? INT64_MAX : (int64_t)call->chunk;
+    fp[F_BUFS] = 1 + 4 * (int64_t)call->smem + (int64_t)call->rmem;
     for (int i = 0; i < NF; i++) {
         in[i] = fp[i];
         in[NF + i] = -fp[i];
@@ -463,7 +484,7 @@ int collar_check_allreduce(MPI_Comm comm, const collar_check_call_t *call,
         PMPI_Comm_call_errhandler(comm, rc);
         return rc;
     }
-    for (int i = 0; i < NF; i++) {
+    for (int i = 0; i < NCOMPARED; i++) {
         if (out[i] != -out[NF + i]) {
             return check_report(comm, st, fp, out, progress);
         }

@@ -4,8 +4,19 @@
  * Internal traffic never runs on the user's communicator: each communicator
  * collar works on gets a private duplicate, made on first use (collectively:
  * every rank reaches the same first call) and cached on the user's
- * communicator as an attribute, so that it is freed when the user frees the
- * communicator (or at MPI_Finalize for the predefined ones).
+ * communicator as an attribute.
+ *
+ * The duplicate is made with PMPI_Comm_split (one color, ranks in order),
+ * not PMPI_Comm_dup: a dup runs the copy callbacks of the user's attributes
+ * on it, which the application never asked for (and collar's own attribute
+ * is not copied either way).
+ *
+ * Lifetime: the state is reference-counted.  The user's communicator holds
+ * one reference, dropped by the attribute's delete callback (MPI_Comm_free,
+ * or MPI_Finalize for the predefined ones); every schedule holds one from
+ * collar_sched_create to collar_sched_destroy.  MPI allows
+ * MPI_Iallreduce(c); MPI_Comm_free(&c); MPI_Wait: the operation outlives
+ * the handle, and the private duplicate is freed with the last reference.
  */
 #include "config.h"
 #include "core.h"
@@ -41,18 +52,47 @@ MPI_Comm collar_comm_probe(void)
     return probe_comm;
 }
 
+collar_status_t collar_comm_dup_private(MPI_Comm comm, MPI_Comm *out)
+{
+    int rank = 0;
+    int rc = PMPI_Comm_rank(comm, &rank);
+    if (rc == MPI_SUCCESS) {
+        /* Same group, same order; works on intercommunicators too (both
+         * groups pass the one color).  No attribute is copied. */
+        rc = PMPI_Comm_split(comm, 0, rank, out);
+    }
+    if (rc != MPI_SUCCESS) {
+        *out = MPI_COMM_NULL;
+        return COLLAR_ERR_MPI;
+    }
+    PMPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    return COLLAR_OK;
+}
+
+void collar_comm_ref(collar_comm_t *c)
+{
+    __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+}
+
+void collar_comm_unref(collar_comm_t *c)
+{
+    if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0) {
+        return;
+    }
+    if (c->private_comm != MPI_COMM_NULL) {
+        /* MPI_Comm_free is not collective in effect: each rank frees its
+         * handle when its own last operation is done. */
+        PMPI_Comm_free(&c->private_comm);
+    }
+    free(c);
+}
+
 static int comm_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
     (void)comm;
     (void)keyval;
     (void)extra;
-    collar_comm_t *state = attr;
-    if (state != NULL) {
-        if (state->private_comm != MPI_COMM_NULL) {
-            PMPI_Comm_free(&state->private_comm);
-        }
-        free(state);
-    }
+    collar_comm_unref(attr);
     return MPI_SUCCESS;
 }
 
@@ -118,16 +158,15 @@ collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state)
     if (c == NULL) {
         return COLLAR_ERR_NO_MEMORY;
     }
-    rc = PMPI_Comm_dup(comm, &c->private_comm);
-    if (rc != MPI_SUCCESS) {
+    c->refs = 1;   /* the user's communicator's */
+    /* Errors of internal traffic come back to collar, which reports them
+     * through the user's communicator. */
+    if (collar_comm_dup_private(comm, &c->private_comm) != COLLAR_OK) {
         collar_error(COLL, "cannot duplicate the communicator for internal "
-                     "traffic (MPI error %d)", rc);
+                     "traffic");
         free(c);
         return COLLAR_ERR_MPI;
     }
-    /* Errors of internal traffic come back to collar, which reports them
-     * through the user's communicator. */
-    PMPI_Comm_set_errhandler(c->private_comm, MPI_ERRORS_RETURN);
     PMPI_Comm_size(comm, &c->size);
     PMPI_Comm_rank(comm, &c->rank);
     int *ub = NULL;

@@ -263,16 +263,25 @@ typedef struct collar_device {
     collar_status_t (*event_query)(collar_event_t *ev);
     /* Make later stream work see what the caller queued on the device. */
     collar_status_t (*order_after_caller)(void);
+    /* Optional (NULL: one device, 0).  The device ordinal of the scratch
+     * buffer at `ptr`, or for ptr NULL the device new scratch for the call
+     * being set up in this thread goes to: the scratch pool keeps buffers
+     * per device. */
+    int (*scratch_device)(const void *ptr);
 } collar_device_t;
 
 /* ----------------------------------------------------- private communicator */
 
 /*
- * collar's state for a user communicator, cached on it as an attribute and
- * freed with it: a private duplicate for internal traffic and the counters
- * that keep concurrent operations apart.
+ * collar's state for a user communicator, cached on it as an attribute: a
+ * private duplicate for internal traffic and the counters that keep
+ * concurrent operations apart.  Reference-counted: the user's communicator
+ * holds one reference (dropped when it is freed), each schedule another
+ * (collar_sched_create .. collar_sched_destroy), so that an operation
+ * outlives MPI_Comm_free of its communicator, as MPI allows.
  */
 typedef struct collar_comm {
+    int      refs;         /* atomic (collar_comm_ref / collar_comm_unref) */
     MPI_Comm private_comm;
     int      size;
     int      rank;
@@ -282,8 +291,17 @@ typedef struct collar_comm {
     uint64_t coll_turn;    /* ticket whose collectives may be issued now */
 } collar_comm_t;
 
-/* Find or create the state of `comm` (creating is collective over comm). */
+/* Find or create the state of `comm` (creating is collective over comm).
+ * The pointer is good while the caller is inside an MPI call on `comm`;
+ * what keeps it longer takes a reference. */
 collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state);
+void collar_comm_ref(collar_comm_t *state);
+/* Drop a reference; the last one frees the private duplicate and state. */
+void collar_comm_unref(collar_comm_t *state);
+/* A communicator with the group of `comm`, in the same order, for collar's
+ * own traffic: collective, copies none of the user's attributes (no copy
+ * callback runs), errors return (MPI_ERRORS_RETURN). */
+collar_status_t collar_comm_dup_private(MPI_Comm comm, MPI_Comm *out);
 collar_status_t collar_comm_init(void);
 void collar_comm_finalize(void);
 /* A duplicate of MPI_COMM_SELF whose errors return to collar: for asking
@@ -478,7 +496,10 @@ typedef struct {
     int               count;
     MPI_Datatype      dtype;        /* compared by MPI_Type_size */
     MPI_Op            op;           /* predefined ops by identity */
-    collar_mem_kind_t mem;          /* as collar classified the buffers */
+    collar_mem_kind_t mem;          /* as collar classified the buffers:
+                                     * device if either is not host */
+    collar_mem_kind_t smem, rmem;   /* each buffer's (in place: smem = rmem),
+                                     * named in the message, not compared */
     collar_alg_t      alg;          /* selected, after eligibility */
     size_t            chunk;        /* in force for chunked and ring, else 0 */
 } collar_check_call_t;
@@ -629,5 +650,8 @@ collar_status_t collar_scratch_get(const collar_device_t *dev, size_t bytes,
 void collar_scratch_put(const collar_device_t *dev, void *ptr, size_t bytes);
 /* Free what both pools keep (MPI_Finalize). */
 void collar_pool_release_all(void);
+/* The size the pools allocate for `bytes`: the next power of two from
+ * 4 KiB up to 4 MiB, the next multiple of 2 MiB above; 0 when too large. */
+size_t collar_pool_round(size_t bytes);
 
 #endif /* COLLAR_CORE_H */

@@ -45,6 +45,7 @@ collar_status_t collar_sched_create(collar_comm_t *comm,
         return COLLAR_ERR_NO_MEMORY;
     }
     s->comm = comm;
+    collar_comm_ref(comm);   /* the operation may outlive MPI_Comm_free */
     s->dev = dev;
     s->seq = comm->next_seq++;
     s->mpi_error = MPI_SUCCESS;
@@ -68,6 +69,7 @@ void collar_sched_destroy(collar_sched_t *s)
         }
     }
     free(s->steps);
+    collar_comm_unref(s->comm);
     free(s);
 }
 

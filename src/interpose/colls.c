@@ -576,8 +576,9 @@ typedef struct {
 } colls_op_t;
 
 /* Schedules of staged collectives have no internal traffic: they take no
- * tags and no turn, only a state to be created on. */
-static collar_comm_t colls_comm = { .private_comm = MPI_COMM_NULL };
+ * tags and no turn, only a state to be created on (never freed: its one
+ * reference is its own). */
+static collar_comm_t colls_comm = { .private_comm = MPI_COMM_NULL, .refs = 1 };
 
 /*
  * Describe the call, allocate host copies for its device buffers and, when

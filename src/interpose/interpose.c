@@ -337,11 +337,13 @@ static void stats_done(collar_stats_call_t *stat, double t0)
 /* COLLAR_CHECK=1: all ranks agree on this call and on what runs for it
  * (plan NULL: native on host memory), before anything of it is issued. */
 static int check_agree(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
+                       collar_mem_kind_t smem, collar_mem_kind_t rmem,
                        const collar_plan_t *plan)
 {
     collar_check_call_t c = {
         .nonblocking = a->request != NULL, .count = a->count, .dtype = a->dtype,
-        .op = a->op, .mem = mem, .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
+        .op = a->op, .mem = mem, .smem = smem, .rmem = rmem,
+        .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
     };
     if (plan != NULL
         && (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING)) {
@@ -439,7 +441,8 @@ int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat
             && dtype != MPI_DATATYPE_NULL && op != MPI_OP_NULL
             && rbuf != MPI_IN_PLACE) {
             /* Count 0 is checked too (intercommunicators are not). */
-            int rc = check_agree(a, COLLAR_MEM_HOST, NULL);
+            int rc = check_agree(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
+                                 COLLAR_MEM_HOST, NULL);
             if (rc != MPI_SUCCESS) {
                 return rc;
             }
@@ -488,7 +491,8 @@ int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat
     collar_select(&key, &plan);
     collar_algo_eligible(&call, mpi_cuda_aware, &plan);
     if (collar_cfg.check) {
-        int rc = check_agree(a, call.mem, &plan);
+        int rc = check_agree(a, call.mem, call.in_place ? rkind : skind,
+                             rkind, &plan);
         if (rc != MPI_SUCCESS) {
             return rc;
         }

@@ -23,16 +23,31 @@
  *   copies         cudaMemcpyAsync(cudaMemcpyDefault) on collar's streams;
  *                  an event recorded after each, from a per-device pool.
  *   reductions     the kernels of src/reduce/device_reduce.cu.
- *   ordering       COLLAR_SYNC: device = cudaDeviceSynchronize on every
- *                  device collar has streams on (the work the caller queued
- *                  on any stream is done before collar reads its buffers);
+ *   ordering       COLLAR_SYNC: device = cudaDeviceSynchronize on the
+ *                  devices the application's buffers live on (every device
+ *                  a buffer classified as device or managed memory was on;
+ *                  in practice the rank's one GPU): the work the caller
+ *                  queued on any stream of it is done before collar reads
+ *                  its buffers; no other GPU is touched (no context is
+ *                  created on it, EXCLUSIVE_PROCESS GPUs of other ranks are
+ *                  left alone);
  *                  stream = collar's streams are blocking streams, which
  *                  start after what is queued on the legacy default stream
- *                  before them, at no host cost; none = non-blocking
+ *                  before them, at no host cost (with a CUDA-aware MPI
+ *                  library, which reads device buffers outside collar's
+ *                  streams, the host waits for the legacy stream of the
+ *                  buffers' devices instead); none = non-blocking
  *                  streams, no wait: the caller has synchronised.
  *   staging        cudaHostAlloc (portable); if pinned memory cannot be
  *                  had, pageable memory with one warning (copies are then
- *                  slower, never wrong).  Device scratch: cudaMalloc.
+ *                  slower, never wrong).  Device scratch: cudaMalloc on the
+ *                  device of the call's buffers; the scratch pool keeps
+ *                  buffers per device (scratch_device).
+ *   current device every entry point that makes a device current in
+ *                  collar's runtime puts back the calling thread's context
+ *                  as it found it (the driver's cuCtxGetCurrent /
+ *                  cuCtxSetCurrent, so "no context" stays "no context"):
+ *                  the application's current device is never changed.
  */
 #include "config.h"
 #include "mem.h"
@@ -42,6 +57,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +68,8 @@
 typedef CUresult (*cu_get_attrs_fn)(unsigned, CUpointer_attribute *, void **,
                                     CUdeviceptr);
 typedef CUresult (*cu_get_attr_fn)(void *, CUpointer_attribute, CUdeviceptr);
+typedef CUresult (*cu_ctx_get_fn)(CUcontext *);
+typedef CUresult (*cu_ctx_set_fn)(CUcontext);
 
 struct collar_stream {
     cudaStream_t stream;
@@ -69,6 +87,10 @@ static struct {
     int               ndevices;
     cu_get_attrs_fn   get_attrs;
     cu_get_attr_fn    get_attr;
+    cu_ctx_get_fn     ctx_get;
+    cu_ctx_set_fn     ctx_set;
+    uint64_t          used;       /* atomic: bit d, a buffer lives on d */
+    int               mpi_aware;  /* -1: not asked yet */
     collar_ptrcache_t *cache;
     pthread_mutex_t   lock;
     cu_device_t       dev[CU_MAX_DEVICES];
@@ -79,6 +101,48 @@ static int cu_fail(const char *what, cudaError_t err)
     collar_error(MEM, "cuda: %s failed: %s (%s)", what, cudaGetErrorName(err),
                  cudaGetErrorString(err));
     return 0;
+}
+
+/* The calling thread's current context (or device), to put back. */
+typedef struct {
+    int       saved;   /* 1: ctx, 2: device, 0: nothing to put back */
+    CUcontext ctx;
+    int       device;
+} cu_current_t;
+
+static void cu_save_current(cu_current_t *c)
+{
+    c->saved = 0;
+    if (cu.ctx_get != NULL && cu.ctx_set != NULL) {
+        if (cu.ctx_get(&c->ctx) == CUDA_SUCCESS) {
+            c->saved = 1;
+        }
+    } else if (cudaGetDevice(&c->device) == cudaSuccess) {
+        c->saved = 2;
+    } else {
+        cudaGetLastError();
+    }
+}
+
+static void cu_restore_current(const cu_current_t *c)
+{
+    if (c->saved == 1) {
+        cu.ctx_set(c->ctx);
+    } else if (c->saved == 2) {
+        if (cudaSetDevice(c->device) != cudaSuccess) {
+            cudaGetLastError();
+        }
+    }
+}
+
+static void cu_note_device(int d)
+{
+    if (d >= 0 && d < CU_MAX_DEVICES) {
+        const uint64_t bit = (uint64_t)1 << d;
+        if (!(__atomic_load_n(&cu.used, __ATOMIC_RELAXED) & bit)) {
+            __atomic_fetch_or(&cu.used, bit, __ATOMIC_RELAXED);
+        }
+    }
 }
 
 /* ------------------------------------------------------------ memory kinds */
@@ -170,6 +234,7 @@ static collar_status_t cu_mem_query(const void *ptr, collar_mem_kind_t *kind)
     *kind = info.kind;
     if (info.kind != COLLAR_MEM_HOST && info.device >= 0) {
         cu_last_device = info.device;
+        cu_note_device(info.device);
     }
     return COLLAR_OK;
 }
@@ -190,25 +255,43 @@ static void *cu_entry_point(const char *name)
     return fn;
 }
 
+/* Why init() failed, for the message of an explicit COLLAR_DEVICE=cuda. */
+static char cu_reason[160];
+
+const char *collar_cuda_unavailable_reason(void)
+{
+    return cu_reason[0] ? cu_reason : "unknown reason";
+}
+
 static collar_status_t cu_init(void)
 {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess || n <= 0) {
-        collar_debug(MEM, "cuda: no usable GPU (%s)",
-                     err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+        if (err != cudaSuccess) {
+            snprintf(cu_reason, sizeof(cu_reason), "%s: %s",
+                     cudaGetErrorName(err), cudaGetErrorString(err));
+        } else {
+            snprintf(cu_reason, sizeof(cu_reason), "the driver sees 0 devices");
+        }
+        collar_debug(MEM, "cuda: no usable GPU (%s)", cu_reason);
         cudaGetLastError();
         return COLLAR_ERR_UNAVAILABLE;
     }
     cu.ndevices = n < CU_MAX_DEVICES ? n : CU_MAX_DEVICES;
     cu.get_attrs = (cu_get_attrs_fn)cu_entry_point("cuPointerGetAttributes");
     cu.get_attr = (cu_get_attr_fn)cu_entry_point("cuPointerGetAttribute");
+    cu.ctx_get = (cu_ctx_get_fn)cu_entry_point("cuCtxGetCurrent");
+    cu.ctx_set = (cu_ctx_set_fn)cu_entry_point("cuCtxSetCurrent");
+    cu.used = 0;
+    cu.mpi_aware = -1;
     int mode = collar_cfg.ptr_cache;
     if (cu.get_attr == NULL && mode == COLLAR_PTR_CACHE_ON) {
         /* No buffer ids to check hits against: no cache. */
         mode = COLLAR_PTR_CACHE_OFF;
     }
-    collar_ptr_driver_t drv = { .query = cu_query, .buffer_id = cu_buffer_id };
+    collar_ptr_driver_t drv = { .query = cu_query, .buffer_id = cu_buffer_id,
+                                .host_range = collar_ptr_host_range_maps };
     COLLAR_CHECK(collar_ptrcache_create(&drv, mode, CU_CACHE_SIZE, &cu.cache));
     int version = 0;
     cudaDriverGetVersion(&version);
@@ -222,6 +305,8 @@ static collar_status_t cu_init(void)
 
 static void cu_finalize(void)
 {
+    cu_current_t cur;
+    cu_save_current(&cur);
     pthread_mutex_lock(&cu.lock);
     for (int d = 0; d < cu.ndevices; d++) {
         cu_device_t *dv = &cu.dev[d];
@@ -239,6 +324,7 @@ static void cu_finalize(void)
         memset(dv, 0, sizeof(*dv));
     }
     cudaGetLastError();
+    cu_restore_current(&cur);
     if (cu.cache != NULL) {
         collar_ptrcache_stats_t st;
         collar_ptrcache_stats(cu.cache, &st);
@@ -387,15 +473,23 @@ static collar_status_t cu_copy_async(void *dst, const void *src, size_t bytes,
         return COLLAR_OK;
     }
     cu_device_t *dv;
-    COLLAR_CHECK(cu_use_device(di.kind != COLLAR_MEM_HOST ? di.device : si.device,
-                               &dv));
-    struct collar_stream *s = &dv->s[(unsigned)stream % CU_NSTREAMS];
-    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->stream);
-    if (err != cudaSuccess) {
-        cu_fail("cudaMemcpyAsync", err);
-        return COLLAR_ERR_DEVICE;
+    cu_current_t cur;
+    cu_save_current(&cur);
+    collar_status_t st = cu_use_device(di.kind != COLLAR_MEM_HOST ? di.device
+                                       : si.device, &dv);
+    if (st == COLLAR_OK) {
+        struct collar_stream *s = &dv->s[(unsigned)stream % CU_NSTREAMS];
+        cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                                          s->stream);
+        if (err != cudaSuccess) {
+            cu_fail("cudaMemcpyAsync", err);
+            st = COLLAR_ERR_DEVICE;
+        } else {
+            st = cu_record(dv, s, done);
+        }
     }
-    return cu_record(dv, s, done);
+    cu_restore_current(&cur);
+    return st;
 }
 
 static collar_status_t cu_reduce_async(void *inout, const void *in,
@@ -409,44 +503,110 @@ static collar_status_t cu_reduce_async(void *inout, const void *in,
     collar_ptr_info_t info;
     COLLAR_CHECK(cu_info(inout, &info));
     cu_device_t *dv;
-    COLLAR_CHECK(cu_use_device(info.device, &dv));
-    struct collar_stream *s = &dv->s[(unsigned)stream % CU_NSTREAMS];
-    const int rc = collar_cuda_reduce_launch(inout, in, count, dt, op, s->stream);
-    if (rc < 0) {
-        return COLLAR_ERR_UNSUPPORTED;
+    cu_current_t cur;
+    cu_save_current(&cur);
+    collar_status_t st = cu_use_device(info.device, &dv);
+    if (st == COLLAR_OK) {
+        struct collar_stream *s = &dv->s[(unsigned)stream % CU_NSTREAMS];
+        const int rc = collar_cuda_reduce_launch(inout, in, count, dt, op,
+                                                 s->stream);
+        if (rc < 0) {
+            st = COLLAR_ERR_UNSUPPORTED;
+        } else if (rc > 0) {
+            cu_fail("a reduction kernel launch", (cudaError_t)rc);
+            st = COLLAR_ERR_DEVICE;
+        } else {
+            st = cu_record(dv, s, done);
+        }
     }
-    if (rc > 0) {
-        cu_fail("a reduction kernel launch", (cudaError_t)rc);
-        return COLLAR_ERR_DEVICE;
+    cu_restore_current(&cur);
+    return st;
+}
+
+/* Does the MPI library read device buffers itself?  Asked once. */
+static int cu_mpi_reads_device(void)
+{
+    int a = __atomic_load_n(&cu.mpi_aware, __ATOMIC_RELAXED);
+    if (a < 0) {
+        a = collar_mpi_cuda_aware() ? 1 : 0;
+        __atomic_store_n(&cu.mpi_aware, a, __ATOMIC_RELAXED);
     }
-    return cu_record(dv, s, done);
+    return a;
 }
 
 static collar_status_t cu_order_after_caller(void)
 {
-    if (collar_cfg.sync != COLLAR_SYNC_DEVICE) {
-        return COLLAR_OK;   /* stream: implicit in blocking streams */
+    if (collar_cfg.sync == COLLAR_SYNC_NONE) {
+        return COLLAR_OK;
     }
-    /* Every device: the caller's work may be on any of them (collar's
-     * runtime does not know the caller's current device). */
-    for (int d = 0; d < cu.ndevices; d++) {
+    /* stream: collar's own copies and kernels are ordered after the legacy
+     * default stream by being on blocking streams, at no host cost.  But a
+     * CUDA-aware MPI library reads device buffers itself (the ring's first
+     * sends of an in-place call read the user's buffer directly), ordered
+     * after nothing: the host waits for the legacy stream then. */
+    const int stream_wait = collar_cfg.sync == COLLAR_SYNC_STREAM;
+    if (stream_wait && !cu_mpi_reads_device()) {
+        return COLLAR_OK;
+    }
+    /* The devices the application's buffers live on: the caller's work on
+     * them may be on any of their streams.  Not the others: that would
+     * create a context on every GPU of the node (and fail on GPUs in
+     * EXCLUSIVE_PROCESS mode that belong to other ranks). */
+    const uint64_t used = __atomic_load_n(&cu.used, __ATOMIC_RELAXED);
+    if (used == 0) {
+        return COLLAR_OK;
+    }
+    cu_current_t cur;
+    cu_save_current(&cur);
+    collar_status_t st = COLLAR_OK;
+    for (int d = 0; d < cu.ndevices && st == COLLAR_OK; d++) {
+        if (!(used & ((uint64_t)1 << d))) {
+            continue;
+        }
         cudaError_t err = cudaSetDevice(d);
         if (err == cudaSuccess) {
-            err = cudaDeviceSynchronize();
+            err = stream_wait ? cudaStreamSynchronize(cudaStreamLegacy)
+                              : cudaDeviceSynchronize();
         }
         if (err != cudaSuccess) {
-            cu_fail("cudaDeviceSynchronize", err);
-            return COLLAR_ERR_DEVICE;
+            cu_fail(stream_wait ? "cudaStreamSynchronize" : "cudaDeviceSynchronize",
+                    err);
+            st = COLLAR_ERR_DEVICE;
         }
     }
-    return COLLAR_OK;
+    cu_restore_current(&cur);
+    return st;
 }
 
 /* ----------------------------------------------------------------- memory */
 
+/* The device a scratch buffer is for (ptr NULL: a new one, for the call
+ * this thread is setting up) or lives on. */
+static int cu_scratch_device(const void *ptr)
+{
+    if (ptr == NULL) {
+        return cu_last_device >= 0 && cu_last_device < cu.ndevices
+               ? cu_last_device : 0;
+    }
+    collar_ptr_info_t info;
+    if (cu_info(ptr, &info) != COLLAR_OK || info.device < 0) {
+        return 0;
+    }
+    return info.device;
+}
+
 static collar_status_t cu_host_alloc(size_t bytes, void **ptr)
 {
-    cudaError_t err = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable);
+    /* On the device of the call's buffers: the runtime would otherwise
+     * create a context on device 0. */
+    cu_device_t *dv;
+    cu_current_t cur;
+    cu_save_current(&cur);
+    cudaError_t err = cudaErrorInvalidDevice;
+    if (cu_use_device(cu_scratch_device(NULL), &dv) == COLLAR_OK) {
+        err = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable);
+    }
+    cu_restore_current(&cur);
     if (err == cudaSuccess) {
         return COLLAR_OK;
     }
@@ -476,15 +636,20 @@ static void cu_host_free(void *ptr)
 static collar_status_t cu_dev_alloc(size_t bytes, void **ptr)
 {
     cu_device_t *dv;
-    COLLAR_CHECK(cu_use_device(cu_last_device, &dv));
-    cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        collar_debug(MEM, "cuda: cudaMalloc of %zu bytes failed: %s", bytes,
-                     cudaGetErrorString(err));
-        return COLLAR_ERR_NO_MEMORY;
+    cu_current_t cur;
+    cu_save_current(&cur);
+    collar_status_t st = cu_use_device(cu_scratch_device(NULL), &dv);
+    if (st == COLLAR_OK) {
+        cudaError_t err = cudaMalloc(ptr, bytes ? bytes : 1);
+        if (err != cudaSuccess) {
+            cudaGetLastError();
+            collar_debug(MEM, "cuda: cudaMalloc of %zu bytes failed: %s", bytes,
+                         cudaGetErrorString(err));
+            st = COLLAR_ERR_NO_MEMORY;
+        }
     }
-    return COLLAR_OK;
+    cu_restore_current(&cur);
+    return st;
 }
 
 static void cu_dev_free(void *ptr)
@@ -508,4 +673,5 @@ const collar_device_t collar_device_cuda = {
     .reduce_async       = cu_reduce_async,
     .event_query        = cu_event_query,
     .order_after_caller = cu_order_after_caller,
+    .scratch_device     = cu_scratch_device,
 };

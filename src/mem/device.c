@@ -40,9 +40,9 @@ const collar_device_t *collar_device_open(collar_device_kind_t kind)
 #ifdef COLLAR_HAVE_CUDA
         dev = &collar_device_cuda;
 #else
-        collar_warn(MEM, "COLLAR_DEVICE=cuda: the cuda backend is not built into "
-                    "this library (configure found no CUDA toolkit); running "
-                    "without a device (none)");
+        collar_warn_lead(MEM, "COLLAR_DEVICE=cuda: the cuda backend is not built "
+                         "into this library (configure found no CUDA toolkit); "
+                         "running without a device (none)");
         dev = &collar_device_none;
 #endif
         break;
@@ -55,8 +55,16 @@ const collar_device_t *collar_device_open(collar_device_kind_t kind)
     }
     collar_status_t st = dev->init();
     if (st != COLLAR_OK) {
-        collar_warn(MEM, "device backend %s is unavailable (%s); running without "
-                    "a device (none)", dev->name, collar_status_string(st));
+        /* Every rank would say the same: rank 0 says it, the others at
+         * debug level. */
+        const char *why = collar_status_string(st);
+#ifdef COLLAR_HAVE_CUDA
+        if (dev == &collar_device_cuda) {
+            why = collar_cuda_unavailable_reason();
+        }
+#endif
+        collar_warn_lead(MEM, "COLLAR_DEVICE=%s: no usable device (%s); running "
+                         "without a device (none)", dev->name, why);
         dev = &collar_device_none;
         dev->init();
     }

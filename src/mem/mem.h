@@ -21,6 +21,9 @@ extern const collar_device_t collar_device_none;
 extern const collar_device_t collar_device_sim;
 #ifdef COLLAR_HAVE_CUDA
 extern const collar_device_t collar_device_cuda;
+/* Why the cuda backend's init() failed: the driver's error, or "the driver
+ * sees 0 devices". */
+const char *collar_cuda_unavailable_reason(void);
 #endif
 
 /*

@@ -4,9 +4,20 @@
  *
  * Each entry is one device (or managed) allocation [base, base + size) with
  * its kind, device and buffer id, learnt from one full driver query (a
- * miss).  Host memory is never cached: the driver gives no range for
- * pageable memory, and a host answer is only as good as the moment it was
- * asked.  collar does not hook the application's frees, so an address
+ * miss).
+ *
+ * Host answers are cached only where they cannot go stale: the driver gives
+ * no range for pageable memory, and an address freed by the application
+ * can be mapped again by the driver as device or managed memory.  The
+ * driver's optional host_range() names the mapping around a host pointer
+ * when no device memory can ever appear in it (collar_ptr_host_range_maps:
+ * the [heap] and [stack] of /proc/self/maps and mappings of regular files,
+ * which the CUDA driver never uses; not anonymous mappings, where large
+ * malloc()s and the driver's own allocations live alike).  A pointer in
+ * such a range is answered "host" with no driver call and no buffer-id
+ * check; a pointer in an anonymous mapping is asked every time, and its
+ * mapping remembered as one to ask about, so that /proc/self/maps is read
+ * once per mapping, not once per call.  collar does not hook the application's frees, so an address
  * range can be freed and handed out again (as another kind) behind the
  * cache's back; in mode COLLAR_PTR_CACHE_ON each hit therefore asks the
  * driver for the buffer id at the pointer (one attribute, much cheaper than
@@ -36,7 +47,15 @@ typedef struct {
     /* The buffer id of the allocation at ptr now; 0 when there is none. */
     unsigned long long (*buffer_id)(void *ctx, const void *ptr);
     void *ctx;
+    /* Optional.  The mapping [*lo, *hi) around host pointer ptr; returns 1
+     * when no device memory can ever be mapped in it (its host answer may
+     * be cached), 0 when it can, -1 when unknown. */
+    int (*host_range)(void *ctx, const void *ptr, uintptr_t *lo, uintptr_t *hi);
 } collar_ptr_driver_t;
+
+/* host_range from /proc/self/maps (see above). */
+int collar_ptr_host_range_maps(void *ctx, const void *ptr, uintptr_t *lo,
+                               uintptr_t *hi);
 
 typedef struct collar_ptrcache collar_ptrcache_t;
 
@@ -45,6 +64,8 @@ typedef struct {
     uint64_t misses;
     uint64_t stale;     /* hits whose buffer id had changed */
     uint64_t entries;
+    uint64_t host_hits; /* hits on a cached host range (also in hits) */
+    uint64_t host_ranges;
 } collar_ptrcache_stats_t;
 
 /* mode: collar_ptr_cache_t; OFF makes every lookup a driver query.

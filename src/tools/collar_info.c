@@ -87,6 +87,16 @@ static int check_table(const char *path)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    /* Valid but useless: chunk= on an algorithm that has no chunks. */
+    for (int i = 0; i < table.nrules; i++) {
+        const collar_rule_t *r = &table.rules[i];
+        if (r->chunk != 0 && r->alg != COLLAR_ALG_CHUNKED
+            && r->alg != COLLAR_ALG_RING) {
+            fprintf(stderr, "%s:%d: warning: chunk= has no effect on a %s rule "
+                    "(only chunked and ring cut messages into chunks)\n", path,
+                    r->line, collar_alg_name(r->alg));
+        }
+    }
     printf("%s: valid tuning table, %d rule%s%s%s\n", path, table.nrules,
            table.nrules == 1 ? "" : "s", table.system[0] ? ", system: " : "",
            table.system);

@@ -349,11 +349,11 @@ static void usage(FILE *out)
         "  --help                print this help and exit\n"
         "\n"
         "Method: sizes on a power-of-two grid from --min to --max; for each size and\n"
-        "candidate, repetitions until the median settles (within 5%%, at least 5),\n"
+        "candidate, repetitions until the median settles (within 5%%, at least 15),\n"
         "each timing the slowest rank; crossovers refined at the geometric\n"
         "midpoint; a winner must beat a simpler algorithm (native < staged <\n"
-        "chunked) by more than the measured noise (at least 3%%).  Exit status: 0\n"
-        "done, 1 cannot tune here, 2 bad option.\n",
+        "chunked < ring) by more than the measured noise (at least 3%%).  Exit\n"
+        "status: 0 done, 1 cannot tune here, 2 bad option.\n",
         LIBDIR, COLLAR_TUNINGDIR,
         gp ? "found at " : "not found on this system's PATH, so --plot\n"
                            "                        is refused",

@@ -10,8 +10,11 @@
  *   cuda (built with CUDA and a GPU present): collar's cuda backend on a
  *   cudaMalloc'ed pointer with COLLAR_PTR_CACHE=0 (every lookup a full
  *   driver query: the miss cost), 1 (hit + one buffer-id attribute) and
- *   trust (hit alone), and on a host (malloc) pointer, which is never
- *   cached.
+ *   trust (hit alone), and on host pointers: a 1 MiB malloc (an anonymous
+ *   mapping: the driver is asked every time) and a stack buffer (a host
+ *   range from /proc/self/maps: cached).
+ *   host pointers, fake driver: the cost of a host lookup with and without
+ *   the host ranges (the fake query is free; the driver's is not).
  */
 #include "config.h"
 #include "mem/mem.h"
@@ -61,6 +64,17 @@ static collar_status_t fake_query(void *ctx, const void *ptr, collar_ptr_info_t 
     return COLLAR_OK;
 }
 
+static collar_status_t fake_host_query(void *ctx, const void *ptr,
+                                       collar_ptr_info_t *info)
+{
+    (void)ctx;
+    (void)ptr;
+    memset(info, 0, sizeof(*info));
+    info->kind = COLLAR_MEM_HOST;
+    info->device = -1;
+    return COLLAR_OK;
+}
+
 static unsigned long long fake_id(void *ctx, const void *ptr)
 {
     (void)ctx;
@@ -85,7 +99,7 @@ static collar_status_t cache_lookup_alternating(void *ctx, const void *ptr)
 
 static void bench_fake(void)
 {
-    const collar_ptr_driver_t drv = { fake_query, fake_id, NULL };
+    const collar_ptr_driver_t drv = { fake_query, fake_id, NULL, NULL };
     static const char *names[] = { "miss (cache off, free query)", "hit, buffer id checked (free)",
                                    "hit, trusted" };
     const int modes[] = { COLLAR_PTR_CACHE_OFF, COLLAR_PTR_CACHE_ON, COLLAR_PTR_CACHE_TRUST };
@@ -108,6 +122,35 @@ static void bench_fake(void)
         }
         collar_ptrcache_destroy(c);
     }
+
+    /* Host buffers: a fake driver whose query answers host (it costs
+     * nothing; a real driver's pointer query is a call into libcuda), with
+     * and without the host ranges of /proc/self/maps. */
+    const collar_ptr_driver_t hdrv = { fake_host_query, fake_id, NULL,
+                                       collar_ptr_host_range_maps };
+    const collar_ptr_driver_t hdrv0 = { fake_host_query, fake_id, NULL, NULL };
+    static char host_buf[4096];   /* .bss of this program: a file mapping */
+    int stack_buf[64];
+    char *heap_buf = malloc(256);
+    printf("host pointers (mode 1):\n");
+    for (int k = 0; k < 2; k++) {
+        collar_ptrcache_t *c;
+        if (collar_ptrcache_create(k ? &hdrv : &hdrv0, COLLAR_PTR_CACHE_ON, 1024,
+                                   &c) != COLLAR_OK) {
+            return;
+        }
+        const char *what = k ? "host range cached" : "driver asked (no host ranges)";
+        printf("  %-34s %6.1f ns (static), %6.1f ns (stack), %6.1f ns (heap)\n",
+               what, best_ns(cache_lookup, c, host_buf, 2000000),
+               best_ns(cache_lookup, c, stack_buf, 2000000),
+               heap_buf ? best_ns(cache_lookup, c, heap_buf, 2000000) : 0.0);
+        collar_ptrcache_stats_t st;
+        collar_ptrcache_stats(c, &st);
+        printf("  %-34s %llu host hits, %llu misses\n", "",
+               (unsigned long long)st.host_hits, (unsigned long long)st.misses);
+        collar_ptrcache_destroy(c);
+    }
+    free(heap_buf);
 }
 
 /* -------------------------------------------------------------------- cuda */
@@ -152,8 +195,11 @@ static int bench_cuda(void)
         const collar_device_t *dev = collar_device_open(COLLAR_DEVICE_CUDA);
         printf("  %-38s %7.1f ns\n", names[m], best_ns(dev_lookup, (void *)dev, d, 200000));
         if (m == 1) {
-            printf("  %-38s %7.1f ns\n", "host malloc pointer (never cached)",
+            printf("  %-38s %7.1f ns\n", "host 1 MiB malloc (anonymous: asked)",
                    best_ns(dev_lookup, (void *)dev, h, 200000));
+            char small[256];
+            printf("  %-38s %7.1f ns\n", "host stack buffer (cached)",
+                   best_ns(dev_lookup, (void *)dev, small, 200000));
         }
         collar_device_close();
     }

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define NALLOC 8
 
@@ -85,7 +86,7 @@ static unsigned long long fake_buffer_id(void *ctx, const void *ptr)
     return fake_find((uintptr_t)ptr, &a) != NULL ? a.id : 0;
 }
 
-static const collar_ptr_driver_t driver = { fake_query, fake_buffer_id, NULL };
+static const collar_ptr_driver_t driver = { fake_query, fake_buffer_id, NULL, NULL };
 
 static collar_mem_kind_t kind_at(collar_ptrcache_t *c, uintptr_t p)
 {
@@ -262,8 +263,111 @@ static void test_threads(void)
     collar_ptrcache_destroy(c);
 }
 
+/* Host answers: cached for mappings the driver can never put device memory
+ * in, asked every time elsewhere; the mapping is learnt once. */
+static _Atomic long nranges;
+
+static int fake_host_range(void *ctx, const void *ptr, uintptr_t *lo, uintptr_t *hi)
+{
+    (void)ctx;
+    const uintptr_t p = (uintptr_t)ptr;
+    atomic_fetch_add(&nranges, 1);
+    if (p >= 0x1000 && p < 0x9000) {        /* "[heap]" */
+        *lo = 0x1000;
+        *hi = 0x9000;
+        return 1;
+    }
+    if (p >= 0x20000 && p < 0x30000) {      /* anonymous */
+        *lo = 0x20000;
+        *hi = 0x30000;
+        return 0;
+    }
+    return -1;
+}
+
+static void test_host_ranges(int mode)
+{
+    reset();
+    atomic_store(&nranges, 0);
+    const collar_ptr_driver_t drv = { fake_query, fake_buffer_id, NULL,
+                                      fake_host_range };
+    collar_ptrcache_t *c;
+    UNIT_CHECK(collar_ptrcache_create(&drv, mode, 16, &c) == COLLAR_OK, "create");
+    for (int i = 0; i < 10; i++) {
+        UNIT_CHECK(kind_at(c, 0x2000 + 8 * (uintptr_t)i) == COLLAR_MEM_HOST, "heap");
+    }
+    collar_ptrcache_stats_t st;
+    collar_ptrcache_stats(c, &st);
+    if (mode == COLLAR_PTR_CACHE_OFF) {
+        UNIT_CHECK(atomic_load(&nqueries) == 10 && atomic_load(&nranges) == 0,
+                   "off: %ld queries, %ld range reads", atomic_load(&nqueries),
+                   atomic_load(&nranges));
+        collar_ptrcache_destroy(c);
+        return;
+    }
+    UNIT_CHECK(atomic_load(&nqueries) == 1 && atomic_load(&nids) == 0,
+               "mode %d: 10 heap lookups made %ld driver queries and %ld id "
+               "checks, expected 1 and 0", mode, atomic_load(&nqueries),
+               atomic_load(&nids));
+    UNIT_CHECK(st.host_hits == 9 && st.host_ranges == 1, "host hits %llu, "
+               "ranges %llu", (unsigned long long)st.host_hits,
+               (unsigned long long)st.host_ranges);
+    UNIT_CHECK(atomic_load(&nranges) == 1, "mapping read %ld times",
+               atomic_load(&nranges));
+    /* Anonymous memory: the driver every time, the mapping read once. */
+    reset();
+    for (int i = 0; i < 5; i++) {
+        UNIT_CHECK(kind_at(c, 0x20010) == COLLAR_MEM_HOST, "anonymous");
+    }
+    UNIT_CHECK(atomic_load(&nqueries) == 5, "anonymous: %ld queries, expected 5",
+               atomic_load(&nqueries));
+    UNIT_CHECK(atomic_load(&nranges) == 2, "mapping reads %ld, expected 2",
+               atomic_load(&nranges));
+    /* ... where device memory can then appear, and is seen at once. */
+    fake_map(0, 0x20000, 0x1000, COLLAR_MEM_DEVICE);
+    UNIT_CHECK(kind_at(c, 0x20010) == COLLAR_MEM_DEVICE,
+               "device memory where host memory was");
+    /* Unknown mappings are neither cached nor remembered. */
+    reset();
+    UNIT_CHECK(kind_at(c, 0x70000) == COLLAR_MEM_HOST, "unknown");
+    UNIT_CHECK(kind_at(c, 0x70000) == COLLAR_MEM_HOST, "unknown");
+    UNIT_CHECK(atomic_load(&nqueries) == 2, "unknown: %ld queries",
+               atomic_load(&nqueries));
+    collar_ptrcache_destroy(c);
+}
+
+/* /proc/self/maps: the heap and the main thread's stack are cacheable; an
+ * anonymous mapping (a large malloc) is not. */
+static void test_maps(void)
+{
+    uintptr_t lo, hi;
+    int on_stack = 0;
+    UNIT_CHECK(collar_ptr_host_range_maps(NULL, &on_stack, &lo, &hi) == 1
+               && (uintptr_t)&on_stack >= lo && (uintptr_t)&on_stack < hi,
+               "the stack");
+    void *small = malloc(64);
+    const int heap = collar_ptr_host_range_maps(NULL, small, &lo, &hi);
+    /* malloc may serve small blocks from an arena mapping of its own
+     * (threads): [heap] for the main thread's first blocks. */
+    UNIT_CHECK(heap == 1 || heap == 0, "a small malloc: %d", heap);
+    free(small);
+    void *big = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (big != MAP_FAILED) {
+        UNIT_CHECK(collar_ptr_host_range_maps(NULL, big, &lo, &hi) == 0,
+                   "an anonymous mapping is not cacheable");
+        munmap(big, 1 << 20);
+    }
+    UNIT_CHECK(collar_ptr_host_range_maps(NULL, (void *)(uintptr_t)16, &lo, &hi) == -1,
+               "an unmapped address");
+}
+
 int main(void)
 {
+    test_host_ranges(COLLAR_PTR_CACHE_OFF);
+    test_host_ranges(COLLAR_PTR_CACHE_ON);
+    test_host_ranges(COLLAR_PTR_CACHE_TRUST);
+    test_maps();
     test_hits_and_host(COLLAR_PTR_CACHE_OFF);
     test_hits_and_host(COLLAR_PTR_CACHE_ON);
     test_hits_and_host(COLLAR_PTR_CACHE_TRUST);

@@ -158,7 +158,7 @@ int main(void)
     collar_cfg.sim_jitter_us = 200;
     collar_cfg.sim_streams = 2;
     UNIT_CHECK(dev->init() == COLLAR_OK, "sim init");
-    collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .size = 1 };
+    collar_comm_t comm = { .refs = 1, .private_comm = MPI_COMM_NULL, .size = 1 };
     test_chain(&comm, 300);
     test_failure(&comm);
     test_pool();
