@@ -152,6 +152,9 @@ const char *collar_alg_name(collar_alg_t alg);
 /* The algorithm named `name` (case-sensitive, not "auto"), or -1. */
 int collar_alg_from_name(const char *name, size_t len);
 
+/* The largest chunk (COLLAR_CHUNK_SIZE, a table's chunk=): 1G. */
+#define COLLAR_CHUNK_MAX (1L << 30)
+
 /* Every COLLAR_* variable lands in one field here (see config.c's table). */
 typedef struct {
     int                  disable;
