@@ -206,6 +206,12 @@ static const cfg_row_t table[] = {
       "sim device: inject failures, e.g. alloc:3,copy:10 (the 3rd staging "
       "allocation and the 10th copy of this process fail), for tests.",
       FIELD(sim_fail), NULL, 0, 0 },
+    { "COLLAR_SIM_STRICT", CFG_BOOL, "0",
+      "sim device: before each schedule runs, abort if a buffer it hands to "
+      "the MPI library is device scratch while the MPI library does not take "
+      "device pointers (sim scratch is host memory, so such a mix-up would "
+      "otherwise pass unseen), for tests.",
+      FIELD(sim_strict), NULL, 0, 0 },
     { "COLLAR_SIM_STREAMS", CFG_LONG, "2",
       "sim device: number of streams, each run by a worker thread.",
       FIELD(sim_streams), NULL, 1, 16 },

@@ -178,6 +178,7 @@ typedef struct {
     int                  mpi_cuda_aware; /* 0 auto, 1 yes, 2 no */
     int                  check;          /* COLLAR_CHECK: verify agreement */
     char                *sim_fail;       /* COLLAR_SIM_FAIL: fault injection */
+    int                  sim_strict;     /* COLLAR_SIM_STRICT: canary checks */
     unsigned             collectives;    /* COLLAR_COLLECTIVES: see above */
     int                  stats;          /* collar_stats_mode_t */
     char                *stats_file;
@@ -258,6 +259,11 @@ typedef struct collar_device {
     collar_status_t (*event_query)(collar_event_t *ev);
     /* Make later stream work see what the caller queued on the device. */
     collar_status_t (*order_after_caller)(void);
+    /* Optional (NULL: cannot tell): 1 when [ptr, ptr + bytes) overlaps
+     * device scratch from dev_alloc.  The sim device keeps a registry of
+     * its scratch, so that COLLAR_SIM_STRICT can catch device scratch
+     * handed to an MPI library that does not take device pointers. */
+    int (*is_dev_scratch)(const void *ptr, size_t bytes);
 } collar_device_t;
 
 /* ----------------------------------------------------- private communicator */
@@ -336,6 +342,7 @@ typedef struct {
     const char                 *source;   /* and where it comes from */
     const char                 *fallback; /* set when eligibility changed alg */
     int                         device_pointers_ok; /* PMPI takes them */
+    int                         mpi_cuda_aware;     /* for device memory */
 } collar_plan_t;
 
 /* Load the rule sources (after collar_config_load); warns about and skips a
@@ -548,6 +555,7 @@ struct collar_sched {
     collar_status_t        status;       /* first error, or OK */
     int                    mpi_error;    /* MPI error code of that error */
     int                    finished;
+    int                    pmpi_device_ok; /* PMPI may be handed device scratch */
     /* Buffers from the staging pools, released by collar_sched_destroy. */
     void                  *staging[4];
     size_t                 staging_len[4];
@@ -583,6 +591,13 @@ collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes,
  * application waits in.
  */
 void collar_sched_start(collar_sched_t *s);
+/*
+ * Under COLLAR_SIM_STRICT=1, collar_sched_start first checks that no buffer
+ * a step hands to PMPI overlaps device scratch (dev->is_dev_scratch) unless
+ * s->pmpi_device_ok, and aborts with a message if one does.  The check
+ * alone: COLLAR_OK, or COLLAR_ERR_INVALID naming the first such step.
+ */
+collar_status_t collar_sched_check_pmpi(const collar_sched_t *s);
 /*
  * Advance: issue every step whose dependencies are done, complete what has
  * completed.  Returns COLLAR_OK when the schedule is finished (successfully

@@ -137,8 +137,68 @@ collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes, void **ptr
     return COLLAR_OK;
 }
 
+/* The buffer and byte count a PMPI step hands over (NULL: none). */
+static int type_size(MPI_Datatype dt)
+{
+    int init = 0, size = 1;
+    PMPI_Initialized(&init);  /* the unit tests run without MPI */
+    if (init) {
+        PMPI_Type_size(dt, &size);
+    }
+    return size;
+}
+
+static const void *step_pmpi_buf(const collar_step_t *t, size_t *bytes,
+                                 const void **second)
+{
+    int size;
+    *second = NULL;
+    switch (t->kind) {
+    case COLLAR_STEP_IALLREDUCE:
+        size = type_size(t->u.allreduce.dt);
+        *bytes = (size_t)t->u.allreduce.count * (size_t)(size > 0 ? size : 1);
+        if (t->u.allreduce.sbuf != MPI_IN_PLACE) {
+            *second = t->u.allreduce.sbuf;
+        }
+        return t->u.allreduce.rbuf;
+    case COLLAR_STEP_ISEND:
+    case COLLAR_STEP_IRECV:
+        size = type_size(t->u.p2p.dt);
+        *bytes = (size_t)t->u.p2p.count * (size_t)(size > 0 ? size : 1);
+        return t->u.p2p.buf;
+    default:
+        return NULL;
+    }
+}
+
+collar_status_t collar_sched_check_pmpi(const collar_sched_t *s)
+{
+    if (s->pmpi_device_ok || s->dev->is_dev_scratch == NULL) {
+        return COLLAR_OK;
+    }
+    for (int i = 0; i < s->nsteps; i++) {
+        size_t bytes = 0;
+        const void *second;
+        const void *buf = step_pmpi_buf(&s->steps[i], &bytes, &second);
+        if ((buf != NULL && s->dev->is_dev_scratch(buf, bytes))
+            || (second != NULL && s->dev->is_dev_scratch(second, bytes))) {
+            collar_error(COLL, "schedule %llu step %d (%s) hands device scratch "
+                         "%p to an MPI library that does not take device "
+                         "pointers", (unsigned long long)s->seq, i,
+                         s->steps[i].kind == COLLAR_STEP_IALLREDUCE ? "internal allreduce"
+                         : s->steps[i].kind == COLLAR_STEP_ISEND ? "internal send"
+                         : "internal receive", buf);
+            return COLLAR_ERR_INVALID;
+        }
+    }
+    return COLLAR_OK;
+}
+
 void collar_sched_start(collar_sched_t *s)
 {
+    if (collar_cfg.sim_strict && collar_sched_check_pmpi(s) != COLLAR_OK) {
+        abort();  /* COLLAR_SIM_STRICT: a test is to fail loudly */
+    }
     s->started = 1;
     if (s->ncoll > 0) {
         s->ticket = s->comm->next_ticket++;
