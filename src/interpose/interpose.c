@@ -220,14 +220,19 @@ static void log_choice(MPI_Comm comm, const collar_select_key_t *key,
 
 /* What the MPI library would do: for calls collar does not take over, and
  * for bad arguments, so that errors are the MPI library's own. */
-static int pass_through(const void *sbuf, void *rbuf, int count,
+static int pass_through(const void *sbuf, void *rbuf, MPI_Count count,
                         MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
                         MPI_Request *request)
 {
-    if (request != NULL) {
-        return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
+    if (count > INT_MAX) {
+        /* No large-count entry point of the MPI library to hand it to. */
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
+        return MPI_ERR_COUNT;
     }
-    return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
+    if (request != NULL) {
+        return PMPI_Iallreduce(sbuf, rbuf, (int)count, dtype, op, comm, request);
+    }
+    return PMPI_Allreduce(sbuf, rbuf, (int)count, dtype, op, comm);
 }
 
 static void stats_done(collar_stats_call_t *stat, double t0)
@@ -257,7 +262,7 @@ static int check_agree(int count, MPI_Datatype dtype, MPI_Op op,
     return rc;
 }
 
-int collar_allreduce(const void *sbuf, void *rbuf, int count,
+int collar_allreduce(const void *sbuf, void *rbuf, MPI_Count count,
                      MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
                      MPI_Request *request, collar_stats_call_t *stat)
 {
@@ -319,7 +324,8 @@ int collar_allreduce(const void *sbuf, void *rbuf, int count,
     collar_select(&key, &plan);
     collar_algo_eligible(&call, mpi_cuda_aware, &plan);
     if (collar_cfg.check) {
-        int rc = check_agree(count, dtype, op, comm, request, call.mem, &plan);
+        int rc = check_agree(count > INT_MAX ? INT_MAX : (int)count, dtype, op,
+                             comm, request, call.mem, &plan);
         if (rc != MPI_SUCCESS) {
             return rc;
         }

@@ -13,7 +13,7 @@
 
 /* Run an allreduce through collar.  request == NULL: blocking.  stat:
  * NULL, or the call's statistics record (call site filled in). */
-int collar_allreduce(const void *sbuf, void *rbuf, int count,
+int collar_allreduce(const void *sbuf, void *rbuf, MPI_Count count,
                      MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
                      MPI_Request *request, collar_stats_call_t *stat);
 
