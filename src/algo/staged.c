@@ -18,6 +18,9 @@
  *
  * `staged` is the same with one chunk: one copy in, one host allreduce, one
  * copy out.  Every step waits for the caller's queued device work first.
+ * The schedule ends with the status agreement (collar_sched_add_agree),
+ * issued with the last chunk's allreduce: a rank whose copy-in failed (or
+ * that could not get its staging) makes every rank return an error.
  *
  * Chunks are whole elements: elements_per_chunk = max(1, chunk / type size);
  * the last chunk takes the remainder.  Counts are 64-bit (MPI_Count); a
@@ -161,7 +164,10 @@ static collar_status_t pipeline_build(const collar_call_t *call, MPI_Count per,
         COLLAR_CHECK(add_copy(s, recv + off, hr, len, out_stream, ar, -1,
                               &recv_free[k]));
     }
-    return COLLAR_OK;
+    /* Every rank learns whether any rank's contribution failed: issued
+     * right after the last chunk's allreduce, when every copy-in is done,
+     * and overlapped with the allreduces in flight. */
+    return collar_sched_add_agree(s, 0);
 }
 
 collar_status_t collar_algo_staged_build(const collar_call_t *call,

@@ -507,7 +507,8 @@ typedef enum {
     COLLAR_STEP_IALLREDUCE,   /* PMPI_Iallreduce on the private comm */
     COLLAR_STEP_ISEND,        /* PMPI_Isend on the private comm */
     COLLAR_STEP_IRECV,        /* PMPI_Irecv on the private comm */
-    COLLAR_STEP_ORDER         /* order after the caller's device work */
+    COLLAR_STEP_ORDER,        /* order after the caller's device work */
+    COLLAR_STEP_AGREE         /* status agreement: MPI_MAX of "failed here" */
 } collar_step_kind_t;
 
 #define COLLAR_STEP_MAX_DEPS 4
@@ -556,10 +557,13 @@ struct collar_sched {
     int                    mpi_error;    /* MPI error code of that error */
     int                    finished;
     int                    pmpi_device_ok; /* PMPI may be handed device scratch */
+    int                    agree_in;     /* this rank failed (AGREE step) */
+    int                    agree_out;    /* some rank failed */
     /* Buffers from the staging pools, released by collar_sched_destroy. */
     void                  *staging[4];
     size_t                 staging_len[4];
-    unsigned char          staging_scratch[4];  /* 1: device scratch pool */
+    unsigned char          staging_scratch[4];  /* 1: device scratch pool,
+                                                   2: heap (drain mode) */
     int                    nstaging;
     /* Bookkeeping owned by the layer that runs it. */
     collar_sched_t        *next;
@@ -577,11 +581,16 @@ void collar_sched_destroy(collar_sched_t *s);
 /* Append a step; returns its index in *index (for dependencies). */
 collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
                                  int *index);
-/* A staging buffer owned by the schedule (freed with it). */
+/* A staging buffer owned by the schedule (freed with it).  When the pool
+ * has none to give, the schedule fails (the error it finishes with) and
+ * drains: it gets heap memory of the same size for its messages, so that
+ * it still issues the messages and collectives the other ranks expect of
+ * it.  An error only when not even the heap has the memory. */
 collar_status_t collar_sched_staging(collar_sched_t *s, size_t bytes,
                                      void **ptr);
 /* Device scratch owned by the schedule; when the device has none to give,
- * pinned host memory (which device kernels can read), with one warning. */
+ * pinned host memory (which device kernels can read), with one warning;
+ * when there is none of that either, as collar_sched_staging. */
 collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes,
                                      void **ptr);
 /*
@@ -598,6 +607,17 @@ void collar_sched_start(collar_sched_t *s);
  * alone: COLLAR_OK, or COLLAR_ERR_INVALID naming the first such step.
  */
 collar_status_t collar_sched_check_pmpi(const collar_sched_t *s);
+/*
+ * Append the status agreement, the schedule's last collective step: a
+ * nonblocking MPI_MAX allreduce of one int, "this rank has failed", on the
+ * private communicator.  A rank whose own steps all worked but that learns
+ * of a failure elsewhere finishes with MPI_ERR_OTHER instead of a result
+ * built on a failed rank's data.  after_all = 0: issued right after the
+ * schedule's other collectives (when they carry the rank's whole
+ * contribution, as in staged and chunked); 1: once every other step is
+ * done (the ring, whose every reduction feeds what it sends).
+ */
+collar_status_t collar_sched_add_agree(collar_sched_t *s, int after_all);
 /*
  * Advance: issue every step whose dependencies are done, complete what has
  * completed.  Returns COLLAR_OK when the schedule is finished (successfully

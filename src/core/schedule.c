@@ -25,8 +25,19 @@
  * rank), nobody is left waiting for a message or a collective a peer gave
  * up on, no stale message stays behind to match a later operation, and the
  * internal collectives of later operations stay in the same order on every
- * rank.  A failure on one rank only is not made known to the others: they
- * complete, with results built on the failed rank's unfinished buffers.
+ * rank.
+ *
+ * A failure on one rank only: a rank that cannot get its staging memory
+ * still builds the whole schedule on heap memory, failed from the start
+ * (collar_sched_staging), so it drains through the same messages and
+ * collectives, and the sequence numbers and collective order stay the
+ * same on every rank.  The other ranks learn of it from the status
+ * agreement (collar_sched_add_agree), the last collective of every
+ * schedule: a nonblocking MPI_MAX allreduce of one int, issued when the
+ * rank's contribution is final and overlapped with the data's allreduces
+ * (staged, chunked) or at the end (the ring).  Every rank then either has
+ * the right result or returns an error: a failure after the agreement (a
+ * copy-out) fails that rank alone, whose contribution was already whole.
  */
 #include "config.h"
 #include "core.h"
@@ -58,7 +69,9 @@ void collar_sched_destroy(collar_sched_t *s)
         return;
     }
     for (int i = 0; i < s->nstaging; i++) {
-        if (s->staging_scratch[i]) {
+        if (s->staging_scratch[i] == 2) {
+            free(s->staging[i]);
+        } else if (s->staging_scratch[i]) {
             collar_scratch_put(s->dev, s->staging[i], s->staging_len[i]);
         } else {
             collar_pool_put(s->dev, s->staging[i], s->staging_len[i]);
@@ -93,7 +106,7 @@ collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
     t->state = STEP_PENDING;
     t->req = MPI_REQUEST_NULL;
     memset(&t->ev, 0, sizeof(t->ev));
-    if (t->kind == COLLAR_STEP_IALLREDUCE) {
+    if (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE) {
         t->u.allreduce.ord = s->ncoll++;
     }
     if (index != NULL) {
@@ -103,17 +116,41 @@ collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
     return COLLAR_OK;
 }
 
+static void sched_fail(collar_sched_t *s, collar_status_t st, int mpi_error);
+
 collar_status_t collar_sched_staging(collar_sched_t *s, size_t bytes, void **ptr)
 {
     if (s->nstaging == (int)(sizeof(s->staging) / sizeof(s->staging[0]))) {
         return COLLAR_ERR_INVALID;
     }
-    COLLAR_CHECK(collar_pool_get(s->dev, bytes, ptr));
+    unsigned char kind = 0;
+    collar_status_t st = collar_pool_get(s->dev, bytes, ptr);
+    if (st != COLLAR_OK) {
+        /* Fail this operation, but keep its shape: the other ranks wait
+         * for its messages and collectives.  Heap memory carries them; no
+         * device or host work touches it (the schedule drains). */
+        *ptr = malloc(bytes ? bytes : 1);
+        if (*ptr == NULL) {
+            return st;
+        }
+        collar_error(COLL, "schedule %llu: no staging memory (%zu bytes): %s; "
+                     "the operation fails, after its messages",
+                     (unsigned long long)s->seq, bytes, collar_status_string(st));
+        sched_fail(s, st, MPI_ERR_OTHER);
+        kind = 2;
+    }
     s->staging[s->nstaging] = *ptr;
     s->staging_len[s->nstaging] = bytes;
-    s->staging_scratch[s->nstaging] = 0;
+    s->staging_scratch[s->nstaging] = kind;
     s->nstaging++;
     return COLLAR_OK;
+}
+
+collar_status_t collar_sched_add_agree(collar_sched_t *s, int after_all)
+{
+    collar_step_t t = { .kind = COLLAR_STEP_AGREE };
+    t.u.allreduce.count = after_all;  /* AGREE: 1 waits for every step */
+    return collar_sched_add(s, &t, NULL);
 }
 
 collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes, void **ptr)
@@ -226,6 +263,10 @@ static void pass_turn(collar_sched_t *s)
 
 static int deps_done(const collar_sched_t *s, const collar_step_t *t)
 {
+    if (t->kind == COLLAR_STEP_AGREE && t->u.allreduce.count
+        && s->ndone < s->nsteps - 1) {
+        return 0;  /* after every other step (it is the last one) */
+    }
     for (int d = 0; d < t->ndeps; d++) {
         if (s->steps[t->deps[d]].state != STEP_DONE) {
             return 0;
@@ -244,6 +285,7 @@ static const char *step_name(collar_step_kind_t kind)
     case COLLAR_STEP_ISEND:       return "internal send";
     case COLLAR_STEP_IRECV:       return "internal receive";
     case COLLAR_STEP_ORDER:       return "device ordering";
+    case COLLAR_STEP_AGREE:       return "status agreement";
     }
     return "step";
 }
@@ -288,12 +330,21 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         t->state = STEP_DONE;
         return COLLAR_OK;
     case COLLAR_STEP_IALLREDUCE:
+    case COLLAR_STEP_AGREE:
         if (s->comm->coll_turn != s->ticket || t->u.allreduce.ord != s->coll_issued) {
             return COLLAR_INPROGRESS;
         }
-        rc = PMPI_Iallreduce(t->u.allreduce.sbuf, t->u.allreduce.rbuf,
-                             t->u.allreduce.count, t->u.allreduce.dt,
-                             t->u.allreduce.op, s->comm->private_comm, &t->req);
+        if (t->kind == COLLAR_STEP_AGREE) {
+            /* Everything this rank's contribution depends on is done. */
+            s->agree_in = s->status != COLLAR_OK;
+            s->agree_out = 0;
+            rc = PMPI_Iallreduce(&s->agree_in, &s->agree_out, 1, MPI_INT, MPI_MAX,
+                                 s->comm->private_comm, &t->req);
+        } else {
+            rc = PMPI_Iallreduce(t->u.allreduce.sbuf, t->u.allreduce.rbuf,
+                                 t->u.allreduce.count, t->u.allreduce.dt,
+                                 t->u.allreduce.op, s->comm->private_comm, &t->req);
+        }
         if (rc != MPI_SUCCESS) {
             *mpi_rc = rc;
             return COLLAR_ERR_MPI;
@@ -329,7 +380,7 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
 static int step_is_comm(collar_step_kind_t kind)
 {
     return kind == COLLAR_STEP_IALLREDUCE || kind == COLLAR_STEP_ISEND
-           || kind == COLLAR_STEP_IRECV;
+           || kind == COLLAR_STEP_IRECV || kind == COLLAR_STEP_AGREE;
 }
 
 /* Poll an active step.  OK: it completed (or failed: see s->status). */
@@ -354,6 +405,12 @@ static collar_status_t step_test(collar_sched_t *s, collar_step_t *t)
                      step_name(t->kind), (unsigned long long)s->seq, rc);
         sched_fail(s, COLLAR_ERR_MPI, rc);
         return COLLAR_OK;
+    }
+    if (flag && t->kind == COLLAR_STEP_AGREE && s->agree_out && !s->agree_in
+        && s->status == COLLAR_OK) {
+        collar_error(COLL, "schedule %llu failed on another rank; its result "
+                     "here is not complete", (unsigned long long)s->seq);
+        sched_fail(s, COLLAR_ERR_MPI, MPI_ERR_OTHER);
     }
     return flag ? COLLAR_OK : COLLAR_INPROGRESS;
 }
@@ -393,7 +450,8 @@ collar_status_t collar_sched_progress(collar_sched_t *s)
                     /* Given up: done, so that the steps after it drain; a
                      * collective counts as issued, so that the turn passes
                      * on after this schedule's last one. */
-                    if (t->kind == COLLAR_STEP_IALLREDUCE
+                    if ((t->kind == COLLAR_STEP_IALLREDUCE
+                         || t->kind == COLLAR_STEP_AGREE)
                         && ++s->coll_issued == s->ncoll) {
                         pass_turn(s);
                     }
