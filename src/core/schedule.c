@@ -174,17 +174,19 @@ collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes, void **ptr
     return COLLAR_OK;
 }
 
-/* The buffer and byte count a PMPI step hands over (NULL: none). */
+/* MPI_Type_size, or 1 without MPI (the unit tests). */
 static int type_size(MPI_Datatype dt)
 {
     int init = 0, size = 1;
-    PMPI_Initialized(&init);  /* the unit tests run without MPI */
+    PMPI_Initialized(&init);
     if (init) {
         PMPI_Type_size(dt, &size);
     }
     return size;
 }
 
+/* The buffer and byte count a PMPI step hands over (NULL: none), and its
+ * second buffer (an allreduce's send buffer) in *second. */
 static const void *step_pmpi_buf(const collar_step_t *t, size_t *bytes,
                                  const void **second)
 {
