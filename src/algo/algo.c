@@ -126,6 +126,7 @@ void collar_algo_eligible(const collar_call_t *call, int mpi_cuda_aware,
                           collar_plan_t *plan)
 {
     plan->device_pointers_ok = call->mem == COLLAR_MEM_HOST || mpi_cuda_aware;
+    plan->mpi_cuda_aware = mpi_cuda_aware;
     if (plan->alg == COLLAR_ALG_RING && !collar_algo_ring_eligible(call, 1)) {
         plan->alg = COLLAR_ALG_CHUNKED;
         plan->fallback = "ring -> chunked: ring reduces by itself and needs a "

@@ -16,7 +16,7 @@
 typedef struct {
     const void       *sbuf;       /* MPI_IN_PLACE when in_place */
     void             *rbuf;
-    int               count;
+    MPI_Count         count;      /* 64-bit: the large-count bindings */
     MPI_Datatype      dtype;
     MPI_Op            op;
     MPI_Comm          comm;
@@ -86,9 +86,32 @@ collar_status_t collar_algo_ring_build(const collar_call_t *call,
  * predefined type with a reduction loop, laid out densely. */
 int collar_algo_ring_eligible(const collar_call_t *call, int comm_size);
 
+/*
+ * The ring's tags.  Every operation on a communicator takes a window of
+ * `span` tags, base = (seq % nwin) * span, so that up to nwin operations in
+ * flight on one communicator never match each other's messages, and every
+ * tag stays within [0, tag_ub].  A window holds 2 (n - 1) tags a segment
+ * index; nseg_max is the most segments a block may have in it.  nwin is
+ * COLLAR_RING_TAG_OPS when the tag space allows it, fewer when n is large
+ * and tag_ub small.  Returns 0 when not even one segment a block fits (the
+ * ring cannot run: more than (tag_ub + 1) / 2 + 1 ranks).
+ */
+#define COLLAR_RING_TAG_OPS 1024
+typedef struct {
+    int base;
+    int span;
+    int nwin;
+    int nseg_max;
+} collar_ring_tags_t;
+int collar_ring_tags(int tag_ub, int n, uint64_t seq, collar_ring_tags_t *tags);
+
 /* Default chunk of the chunked algorithm when neither the rule nor
  * COLLAR_CHUNK_SIZE gives one. */
 #define COLLAR_DEFAULT_CHUNK ((size_t)1 << 20)
+
+/* The most elements one internal PMPI call takes (its count is an int):
+ * larger host allreduces are issued in pieces, ring segments are no larger. */
+#define COLLAR_PIECE_MAX ((MPI_Count)INT_MAX)
 
 /* Staging slots the chunked pipeline cycles through: copy-in of chunk i+1,
  * the host allreduce of chunk i and copy-out of chunk i-1 at once. */

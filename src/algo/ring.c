@@ -39,38 +39,47 @@
  * staging, of the device scratch) depends on the previous access to that
  * slot, so a slot is never reused while a copy or message still reads it.
  * Staging is one message-sized buffer each for sends, receives and the
- * scratch.  Messages carry tags unique within the operation, offset by the
- * operation's sequence number, so concurrent operations on one
- * communicator never match each other's messages (while fewer than
- * RING_TAG_OPS are in flight on it).
+ * scratch.  Messages carry tags unique within the operation, in a window
+ * of the tag space chosen by the operation's sequence number
+ * (collar_ring_tags), so concurrent operations on one communicator never
+ * match each other's messages (while fewer than the number of windows are
+ * in flight on it), and no tag exceeds MPI_TAG_UB.
+ *
+ * Element counts and offsets are 64-bit; a segment has at most
+ * COLLAR_PIECE_MAX elements (PMPI takes int counts).
+ *
+ * On host buffers (the call's memory is host memory: a host call under
+ * COLLAR_ALGORITHM=ring) nothing touches the device: the scratch is host
+ * memory from the staging pool and the reductions are host loops, as the
+ * MPI library may not be handed device memory and a device kernel may not
+ * read pageable memory.
  */
 #include "config.h"
 #include "algo.h"
 
 #include <stdlib.h>
 
-#define RING_TAG_OPS 1024
-
 typedef struct {
     collar_sched_t *s;
     const collar_call_t *call;
-    int             aware;      /* PMPI takes device pointers */
+    int             aware;      /* PMPI takes acc and the scratch */
+    int             host;       /* host buffers: host scratch and loops */
     int             n, r, right, left;
-    int             per;        /* elements per segment */
-    int            *bcount;     /* elements per block */
-    int            *boff;       /* first element of each block */
+    MPI_Count       per;        /* elements per segment */
+    MPI_Count      *bcount;     /* elements per block */
+    MPI_Count      *boff;       /* first element of each block */
     int             nseg_max;
     size_t          esize;
     char           *acc, *hs, *hr, *ds;
     /* last step touching each (block, segment) slot, -1: none */
     int            *last_acc, *last_hs, *last_hr, *last_ds;
-    int             tag_base, tag_span;
+    int             tag_base;
     int             in_stream, out_stream;
 } ring_t;
 
-static int nseg(const ring_t *g, int b)
+static MPI_Count nseg(const ring_t *g, int b)
 {
-    return (g->bcount[b] + g->per - 1) / g->per;
+    return g->bcount[b] == 0 ? 0 : (g->bcount[b] - 1) / g->per + 1;
 }
 
 static int slot(const ring_t *g, int b, int j)
@@ -79,11 +88,11 @@ static int slot(const ring_t *g, int b, int j)
 }
 
 /* Element range of segment j of block b. */
-static void seg_range(const ring_t *g, int b, int j, int *first, int *cnt)
+static void seg_range(const ring_t *g, int b, int j, MPI_Count *first, int *cnt)
 {
-    *first = g->boff[b] + j * g->per;
-    int left = g->bcount[b] - j * g->per;
-    *cnt = left < g->per ? left : g->per;
+    *first = g->boff[b] + (MPI_Count)j * g->per;
+    const MPI_Count left = g->bcount[b] - (MPI_Count)j * g->per;
+    *cnt = (int)(left < g->per ? left : g->per);  /* per <= COLLAR_PIECE_MAX */
 }
 
 static collar_status_t add(ring_t *g, collar_step_t *t, int dep1, int dep2,
@@ -132,7 +141,8 @@ static int ring_tag(const ring_t *g, int phase, int k, int j)
 /* Send segment j of block b of acc to the right. */
 static collar_status_t send_seg(ring_t *g, int phase, int k, int b, int j)
 {
-    int first, cnt, t;
+    MPI_Count first;
+    int cnt, t;
     seg_range(g, b, j, &first, &cnt);
     const size_t off = (size_t)first * g->esize, len = (size_t)cnt * g->esize;
     const int sl = slot(g, b, j);
@@ -157,7 +167,8 @@ static collar_status_t send_seg(ring_t *g, int phase, int k, int b, int j)
  * the allgather, store it there. */
 static collar_status_t recv_seg(ring_t *g, int phase, int k, int b, int j)
 {
-    int first, cnt, t;
+    MPI_Count first;
+    int cnt, t;
     seg_range(g, b, j, &first, &cnt);
     const size_t off = (size_t)first * g->esize, len = (size_t)cnt * g->esize;
     const int sl = slot(g, b, j);
@@ -187,7 +198,8 @@ static collar_status_t recv_seg(ring_t *g, int phase, int k, int b, int j)
         *last_dst = landed;
     }
     if (reduce) {
-        collar_step_t red = { .kind = COLLAR_STEP_DEV_REDUCE };
+        collar_step_t red = { .kind = g->host ? COLLAR_STEP_HOST_REDUCE
+                                              : COLLAR_STEP_DEV_REDUCE };
         red.u.reduce.inout = g->acc + off;
         red.u.reduce.in = g->ds + off;
         red.u.reduce.count = (size_t)cnt;
@@ -228,7 +240,8 @@ static collar_status_t ring_build(ring_t *g)
                                       : (g->r - k + g->n) % g->n;
             /* Segment by segment, so that segment j+1 travels while
              * segment j is reduced. */
-            const int ns = nseg(g, sb) > nseg(g, rb) ? nseg(g, sb) : nseg(g, rb);
+            const int ns = (int)(nseg(g, sb) > nseg(g, rb) ? nseg(g, sb)
+                                                           : nseg(g, rb));
             for (int j = 0; j < ns; j++) {
                 if (j < nseg(g, rb)) {
                     COLLAR_CHECK(recv_seg(g, phase, k, rb, j));
@@ -239,7 +252,9 @@ static collar_status_t ring_build(ring_t *g)
             }
         }
     }
-    return COLLAR_OK;
+    /* A failed copy or reduction anywhere feeds every rank's result: the
+     * status agreement runs once everything else is done. */
+    return collar_sched_add_agree(s, 1);
 }
 
 int collar_algo_ring_eligible(const collar_call_t *call, int comm_size)
@@ -249,16 +264,38 @@ int collar_algo_ring_eligible(const collar_call_t *call, int comm_size)
      * memory only (then the reductions are host loops). */
     return comm_size >= 1 && call->dense && call->cdt != COLLAR_DT_NONE
            && call->cop != COLLAR_OP_NONE
-           && (call->dev != NULL ? call->dev->reduce_supported(call->cdt, call->cop)
-                                 : collar_reduce_supported(call->cdt, call->cop))
+           && (call->dev != NULL && call->mem != COLLAR_MEM_HOST
+               ? call->dev->reduce_supported(call->cdt, call->cop)
+               : collar_reduce_supported(call->cdt, call->cop))
            && (call->mem == COLLAR_MEM_HOST || call->rmem != COLLAR_MEM_HOST);
+}
+
+int collar_ring_tags(int tag_ub, int n, uint64_t seq, collar_ring_tags_t *tags)
+{
+    /* Tags 0 .. tag_ub: tag_ub + 1 of them (tag_ub may be INT_MAX). */
+    const long long space = (long long)tag_ub + 1;
+    const long long per_seg = n > 1 ? 2LL * (n - 1) : 1;  /* tags a segment index */
+    long long nwin = COLLAR_RING_TAG_OPS;
+    if (space / nwin < per_seg) {
+        nwin = space / per_seg;  /* fewer windows, each one segment deep */
+    }
+    if (tag_ub < 0 || nwin < 1) {
+        return 0;
+    }
+    const long long span = space / nwin;
+    tags->nwin = (int)nwin;
+    tags->span = (int)span;
+    tags->nseg_max = (int)(span / per_seg);
+    tags->base = (int)((long long)(seq % (uint64_t)nwin) * span);
+    return 1;
 }
 
 collar_status_t collar_algo_ring_build(const collar_call_t *call,
                                        const collar_plan_t *plan,
                                        collar_sched_t *s)
 {
-    ring_t g = { .s = s, .call = call, .aware = plan->device_pointers_ok };
+    ring_t g = { .s = s, .call = call, .aware = plan->device_pointers_ok,
+                 .host = call->mem == COLLAR_MEM_HOST };
     collar_status_t st = COLLAR_OK;
     g.n = s->comm->size;
     g.r = s->comm->rank;
@@ -266,20 +303,36 @@ collar_status_t collar_algo_ring_build(const collar_call_t *call,
     g.left = (g.r - 1 + g.n) % g.n;
     g.esize = (size_t)call->type_size;
     const size_t chunk = plan->chunk != 0 ? plan->chunk : COLLAR_DEFAULT_CHUNK;
-    g.per = (int)(chunk / g.esize > 0 ? chunk / g.esize : 1);
+    g.per = (MPI_Count)(chunk / g.esize > 0 ? chunk / g.esize : 1);
+    if (g.per > COLLAR_PIECE_MAX) {
+        g.per = COLLAR_PIECE_MAX;
+    }
     const int nstreams = s->dev->nstreams();
     g.in_stream = (int)(s->seq % (uint64_t)nstreams);
     g.out_stream = (g.in_stream + 1) % nstreams;
     g.acc = call->rbuf;
+    s->pmpi_device_ok = plan->mpi_cuda_aware;
 
-    g.bcount = calloc((size_t)g.n, sizeof(int));
-    g.boff = calloc((size_t)g.n, sizeof(int));
+    collar_ring_tags_t tags;
+    if (!collar_ring_tags(s->comm->tag_ub, g.n, s->seq, &tags)) {
+        /* Every rank of the communicator decides alike (same n, tag_ub). */
+        if (collar_log_first("ring-tags")) {
+            collar_warn(COLL, "ring: %d ranks do not fit MPI_TAG_UB %d; "
+                        "running chunked instead", g.n, s->comm->tag_ub);
+        }
+        return collar_algo_chunked_build(call, plan, s);
+    }
+    g.tag_base = tags.base;
+
+    g.bcount = calloc((size_t)g.n, sizeof(MPI_Count));
+    g.boff = calloc((size_t)g.n, sizeof(MPI_Count));
     if (g.bcount == NULL || g.boff == NULL) {
         st = COLLAR_ERR_NO_MEMORY;
         goto out;
     }
     /* Remainders go to the low blocks. */
-    for (int b = 0, off = 0; b < g.n; b++) {
+    MPI_Count off = 0;
+    for (int b = 0; b < g.n; b++) {
         g.bcount[b] = call->count / g.n + (b < call->count % g.n ? 1 : 0);
         g.boff[b] = off;
         off += g.bcount[b];
@@ -287,21 +340,17 @@ collar_status_t collar_algo_ring_build(const collar_call_t *call,
     if (g.per > g.bcount[0] && g.bcount[0] > 0) {
         g.per = g.bcount[0];
     }
-    g.nseg_max = g.bcount[0] > 0 ? nseg(&g, 0) : 1;
-
-    /* Tags: unique within the operation, offset by its sequence number. */
-    const long ntags = 2L * (g.n - 1) * g.nseg_max;
-    g.tag_span = s->comm->tag_ub / RING_TAG_OPS;
-    if (ntags > g.tag_span) {
-        /* Too many segments for the tag space: fewer, larger ones. */
-        const long need = (ntags + g.tag_span - 1) / g.tag_span;
-        g.per = (int)((long)g.per * need);
-        if (g.per > g.bcount[0]) {
-            g.per = g.bcount[0];
+    if (nseg(&g, 0) > tags.nseg_max) {
+        /* Too many segments for the operation's tag window: fewer, larger
+         * ones (still at most COLLAR_PIECE_MAX elements: a block of more
+         * than nseg_max * COLLAR_PIECE_MAX elements cannot run). */
+        g.per = (g.bcount[0] - 1) / tags.nseg_max + 1;
+        if (g.per > COLLAR_PIECE_MAX) {
+            st = COLLAR_ERR_UNSUPPORTED;
+            goto out;
         }
-        g.nseg_max = nseg(&g, 0);
     }
-    g.tag_base = (int)(s->seq % RING_TAG_OPS) * g.tag_span;
+    g.nseg_max = g.bcount[0] > 0 ? (int)nseg(&g, 0) : 1;
 
     const int nslots = g.n * g.nseg_max;
     g.last_acc = malloc((size_t)nslots * 4 * sizeof(int));
@@ -313,9 +362,14 @@ collar_status_t collar_algo_ring_build(const collar_call_t *call,
     g.last_hr = g.last_hs + nslots;
     g.last_ds = g.last_hr + nslots;
 
-    /* Device scratch and (over a library that does not take device
-     * pointers) host staging, each the size of the message. */
-    COLLAR_CHECK_GOTO(collar_sched_scratch(s, call->bytes, (void **)&g.ds), st, out);
+    /* Scratch for the received segments: device memory, or on host buffers
+     * host memory; over a library that does not take device pointers, host
+     * staging for the messages, each the size of the message. */
+    if (g.host) {
+        COLLAR_CHECK_GOTO(collar_sched_staging(s, call->bytes, (void **)&g.ds), st, out);
+    } else {
+        COLLAR_CHECK_GOTO(collar_sched_scratch(s, call->bytes, (void **)&g.ds), st, out);
+    }
     if (!g.aware) {
         COLLAR_CHECK_GOTO(collar_sched_staging(s, call->bytes, (void **)&g.hs), st, out);
         COLLAR_CHECK_GOTO(collar_sched_staging(s, call->bytes, (void **)&g.hr), st, out);

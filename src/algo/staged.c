@@ -18,9 +18,14 @@
  *
  * `staged` is the same with one chunk: one copy in, one host allreduce, one
  * copy out.  Every step waits for the caller's queued device work first.
+ * The schedule ends with the status agreement (collar_sched_add_agree),
+ * issued with the last chunk's allreduce: a rank whose copy-in failed (or
+ * that could not get its staging) makes every rank return an error.
  *
  * Chunks are whole elements: elements_per_chunk = max(1, chunk / type size);
- * the last chunk takes the remainder.  A copy moves the bytes the chunk's
+ * the last chunk takes the remainder.  Counts are 64-bit (MPI_Count); a
+ * host allreduce of more than COLLAR_PIECE_MAX elements (staged, a message
+ * above INT_MAX elements) is issued in pieces, as PMPI takes int counts.  A copy moves the bytes the chunk's
  * elements span.  A datatype with gaps (a vector, a padded pair type) must
  * not overwrite the gaps of the receive buffer, so then the receive buffer's
  * span is copied in as well and the host allreduce runs from a separate send
@@ -30,8 +35,8 @@
 #include "algo.h"
 
 /* Byte range [off, off + len) of elements [e0, e1) relative to the buffer. */
-static void chunk_span(const collar_call_t *call, int nchunks, int e0, int e1,
-                       MPI_Aint *off, size_t *len)
+static void chunk_span(const collar_call_t *call, MPI_Count nchunks, MPI_Count e0,
+                       MPI_Count e1, MPI_Aint *off, size_t *len)
 {
     if (nchunks == 1) {
         *off = call->lo;
@@ -58,11 +63,45 @@ static collar_status_t add_copy(collar_sched_t *s, void *dst, const void *src,
     return collar_sched_add(s, &t, index);
 }
 
-static collar_status_t pipeline_build(const collar_call_t *call, int per,
+/*
+ * The host allreduce of `n` elements at sbuf / rbuf (MPI's addresses of the
+ * first one), after steps dep1 and dep2.  PMPI_Iallreduce takes an int
+ * count: more than COLLAR_PIECE_MAX elements go as several allreduces of at
+ * most that many (allreduce is elementwise), one after the other.  *last:
+ * the step after which the whole result is in rbuf.
+ */
+static collar_status_t add_allreduce(collar_sched_t *s, const collar_call_t *call,
+                                     const char *sbuf, char *rbuf, MPI_Count n,
+                                     int dep1, int dep2, int *last)
+{
+    for (MPI_Count done = 0; done < n;) {
+        const MPI_Count piece = n - done < COLLAR_PIECE_MAX ? n - done
+                                                            : COLLAR_PIECE_MAX;
+        const MPI_Aint off = (MPI_Aint)done * call->extent;
+        collar_step_t t = { .kind = COLLAR_STEP_IALLREDUCE, .ndeps = 1,
+                            .deps = { dep1 } };
+        if (dep2 >= 0) {
+            t.deps[t.ndeps++] = dep2;
+        }
+        t.u.allreduce.sbuf = sbuf == MPI_IN_PLACE ? MPI_IN_PLACE : sbuf + off;
+        t.u.allreduce.rbuf = rbuf + off;
+        t.u.allreduce.count = (int)piece;
+        t.u.allreduce.dt = call->dtype;
+        t.u.allreduce.op = call->op;
+        COLLAR_CHECK(collar_sched_add(s, &t, last));
+        dep1 = *last;  /* the next piece after this one */
+        dep2 = -1;
+        done += piece;
+    }
+    return COLLAR_OK;
+}
+
+static collar_status_t pipeline_build(const collar_call_t *call, MPI_Count per,
                                       collar_sched_t *s)
 {
-    const int nchunks = (call->count + per - 1) / per;
-    const int nslots = nchunks < COLLAR_PIPELINE_SLOTS ? nchunks : COLLAR_PIPELINE_SLOTS;
+    const MPI_Count nchunks = (call->count - 1) / per + 1;  /* count >= 1 */
+    const int nslots = nchunks < COLLAR_PIPELINE_SLOTS ? (int)nchunks
+                                                       : COLLAR_PIPELINE_SLOTS;
     const int nstreams = s->dev->nstreams();
     const int in_stream = (int)(s->seq % (uint64_t)nstreams);
     const int out_stream = (in_stream + 1) % nstreams;
@@ -93,10 +132,10 @@ static collar_status_t pipeline_build(const collar_call_t *call, int per,
     int recv_free[COLLAR_PIPELINE_SLOTS] = { -1, -1, -1 };
     int send_free[COLLAR_PIPELINE_SLOTS] = { -1, -1, -1 };
 
-    for (int i = 0; i < nchunks; i++) {
-        const int e0 = i * per;
-        const int e1 = e0 + per < call->count ? e0 + per : call->count;
-        const int k = i % nslots;
+    for (MPI_Count i = 0; i < nchunks; i++) {
+        const MPI_Count e0 = i * per;
+        const MPI_Count e1 = call->count - e0 > per ? e0 + per : call->count;
+        const int k = (int)(i % nslots);
         MPI_Aint off;
         size_t len;
         chunk_span(call, nchunks, e0, e1, &off, &len);
@@ -118,23 +157,17 @@ static collar_status_t pipeline_build(const collar_call_t *call, int per,
                                   recv_free[k], &in_recv));
         }
 
-        t = (collar_step_t){ .kind = COLLAR_STEP_IALLREDUCE, .ndeps = 1,
-                             .deps = { in_recv } };
-        if (in_send >= 0) {
-            t.deps[t.ndeps++] = in_send;
-        }
-        t.u.allreduce.sbuf = host_send;
-        t.u.allreduce.rbuf = hr_base;
-        t.u.allreduce.count = e1 - e0;
-        t.u.allreduce.dt = call->dtype;
-        t.u.allreduce.op = call->op;
-        COLLAR_CHECK(collar_sched_add(s, &t, &ar));
+        COLLAR_CHECK(add_allreduce(s, call, host_send, hr_base, e1 - e0, in_recv,
+                                   in_send, &ar));
         send_free[k] = ar;
 
         COLLAR_CHECK(add_copy(s, recv + off, hr, len, out_stream, ar, -1,
                               &recv_free[k]));
     }
-    return COLLAR_OK;
+    /* Every rank learns whether any rank's contribution failed: issued
+     * right after the last chunk's allreduce, when every copy-in is done,
+     * and overlapped with the allreduces in flight. */
+    return collar_sched_add_agree(s, 0);
 }
 
 collar_status_t collar_algo_staged_build(const collar_call_t *call,
@@ -157,8 +190,11 @@ collar_status_t collar_algo_chunked_build(const collar_call_t *call,
     if (per < 1) {
         per = 1;
     }
-    if (per > (size_t)call->count) {
+    if (per > (size_t)COLLAR_PIECE_MAX) {
+        per = (size_t)COLLAR_PIECE_MAX;
+    }
+    if ((MPI_Count)per > call->count) {
         per = (size_t)call->count;
     }
-    return pipeline_build(call, (int)per, s);
+    return pipeline_build(call, (MPI_Count)per, s);
 }

@@ -156,8 +156,8 @@ static const cfg_row_t table[] = {
       FIELD(tuning_dir), NULL, 0, 0 },
     { "COLLAR_CHUNK_SIZE", CFG_SIZE, "0",
       "Chunk size of chunked algorithms, overriding the rule's chunk= (0: the "
-      "rule's, else 1M).",
-      FIELD(chunk_size), NULL, 0, 0 },
+      "rule's, else 1M); at most 1G, as in tuning tables.",
+      FIELD(chunk_size), NULL, 0, COLLAR_CHUNK_MAX },
     { "COLLAR_MPI_CUDA_AWARE", CFG_ENUM, "auto",
       "Whether the MPI library takes device pointers: auto (ask it), yes, no. "
       "native on device memory needs yes.",
@@ -222,6 +222,12 @@ static const cfg_row_t table[] = {
       "sim device: inject failures, e.g. alloc:3,copy:10 (the 3rd staging "
       "allocation and the 10th copy of this process fail), for tests.",
       FIELD(sim_fail), NULL, 0, 0 },
+    { "COLLAR_SIM_STRICT", CFG_BOOL, "0",
+      "sim device: before each schedule runs, abort if a buffer it hands to "
+      "the MPI library is device scratch while the MPI library does not take "
+      "device pointers (sim scratch is host memory, so such a mix-up would "
+      "otherwise pass unseen), for tests.",
+      FIELD(sim_strict), NULL, 0, 0 },
     { "COLLAR_SIM_STREAMS", CFG_LONG, "2",
       "sim device: number of streams, each run by a worker thread.",
       FIELD(sim_streams), NULL, 1, 16 },
@@ -407,7 +413,14 @@ static void expected_form(const cfg_row_t *row, char *buf, size_t len)
         snprintf(buf, len, "an integer from %ld to %ld", row->min, row->max);
         break;
     case CFG_SIZE:
-        snprintf(buf, len, "a size in bytes with an optional K, M, G or T suffix");
+        if (row->max > 0) {
+            char hi[32];
+            collar_format_size((size_t)row->max, hi, sizeof(hi));
+            snprintf(buf, len, "a size in bytes from 0 to %s with an optional "
+                     "K, M, G or T suffix", hi);
+        } else {
+            snprintf(buf, len, "a size in bytes with an optional K, M, G or T suffix");
+        }
         break;
     case CFG_ENUM:
     case CFG_SUBSYS:
@@ -452,6 +465,9 @@ static collar_status_t apply(const cfg_row_t *row, const char *s, char *bad,
     case CFG_SIZE: {
         size_t v;
         COLLAR_CHECK(collar_parse_size(s, &v));
+        if (row->max > 0 && v > (size_t)row->max) {
+            return COLLAR_ERR_INVALID;  /* max 0: unbounded */
+        }
         *(size_t *)field = v;
         return COLLAR_OK;
     }

@@ -152,6 +152,9 @@ const char *collar_alg_name(collar_alg_t alg);
 /* The algorithm named `name` (case-sensitive, not "auto"), or -1. */
 int collar_alg_from_name(const char *name, size_t len);
 
+/* The largest chunk (COLLAR_CHUNK_SIZE, a table's chunk=): 1G. */
+#define COLLAR_CHUNK_MAX (1L << 30)
+
 /* Every COLLAR_* variable lands in one field here (see config.c's table). */
 typedef struct {
     int                  disable;
@@ -175,6 +178,7 @@ typedef struct {
     int                  mpi_cuda_aware; /* 0 auto, 1 yes, 2 no */
     int                  check;          /* COLLAR_CHECK: verify agreement */
     char                *sim_fail;       /* COLLAR_SIM_FAIL: fault injection */
+    int                  sim_strict;     /* COLLAR_SIM_STRICT: canary checks */
     unsigned             collectives;    /* COLLAR_COLLECTIVES: see above */
     int                  stats;          /* collar_stats_mode_t */
     char                *stats_file;
@@ -268,6 +272,11 @@ typedef struct collar_device {
      * being set up in this thread goes to: the scratch pool keeps buffers
      * per device. */
     int (*scratch_device)(const void *ptr);
+    /* Optional (NULL: cannot tell): 1 when [ptr, ptr + bytes) overlaps
+     * device scratch from dev_alloc.  The sim device keeps a registry of
+     * its scratch, so that COLLAR_SIM_STRICT can catch device scratch
+     * handed to an MPI library that does not take device pointers. */
+    int (*is_dev_scratch)(const void *ptr, size_t bytes);
 } collar_device_t;
 
 /* ----------------------------------------------------- private communicator */
@@ -359,6 +368,7 @@ typedef struct {
     const char                 *source;   /* and where it comes from */
     const char                 *fallback; /* set when eligibility changed alg */
     int                         device_pointers_ok; /* PMPI takes them */
+    int                         mpi_cuda_aware;     /* for device memory */
 } collar_plan_t;
 
 /* Load the rule sources (after collar_config_load); warns about and skips a
@@ -527,10 +537,11 @@ typedef enum {
     COLLAR_STEP_ISEND,        /* PMPI_Isend on the private comm */
     COLLAR_STEP_IRECV,        /* PMPI_Irecv on the private comm */
     COLLAR_STEP_ORDER,        /* order after the caller's device work */
-    COLLAR_STEP_REQUEST       /* an MPI request issued outside the schedule
+    COLLAR_STEP_REQUEST,      /* an MPI request issued outside the schedule
                                  (the user's collective on host copies):
                                  taken from *u.request.req when the step is
                                  reached, then polled */
+    COLLAR_STEP_AGREE         /* status agreement: MPI_MAX of "failed here" */
 } collar_step_kind_t;
 
 #define COLLAR_STEP_MAX_DEPS 4
@@ -579,10 +590,14 @@ struct collar_sched {
     collar_status_t        status;       /* first error, or OK */
     int                    mpi_error;    /* MPI error code of that error */
     int                    finished;
+    int                    pmpi_device_ok; /* PMPI may be handed device scratch */
+    int                    agree_in;     /* this rank failed (AGREE step) */
+    int                    agree_out;    /* some rank failed */
     /* Buffers from the staging pools, released by collar_sched_destroy. */
     void                  *staging[4];
     size_t                 staging_len[4];
-    unsigned char          staging_scratch[4];  /* 1: device scratch pool */
+    unsigned char          staging_scratch[4];  /* 1: device scratch pool,
+                                                   2: heap (drain mode) */
     int                    nstaging;
     /* Called by collar_sched_destroy (e.g. to free what the builder owns). */
     collar_sched_cleanup_fn_t cleanup;
@@ -610,11 +625,16 @@ void collar_sched_destroy(collar_sched_t *s);
 /* Append a step; returns its index in *index (for dependencies). */
 collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
                                  int *index);
-/* A staging buffer owned by the schedule (freed with it). */
+/* A staging buffer owned by the schedule (freed with it).  When the pool
+ * has none to give, the schedule fails (the error it finishes with) and
+ * drains: it gets heap memory of the same size for its messages, so that
+ * it still issues the messages and collectives the other ranks expect of
+ * it.  An error only when not even the heap has the memory. */
 collar_status_t collar_sched_staging(collar_sched_t *s, size_t bytes,
                                      void **ptr);
 /* Device scratch owned by the schedule; when the device has none to give,
- * pinned host memory (which device kernels can read), with one warning. */
+ * pinned host memory (which device kernels can read), with one warning;
+ * when there is none of that either, as collar_sched_staging. */
 collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes,
                                      void **ptr);
 /*
@@ -633,6 +653,24 @@ void collar_sched_rewind(collar_sched_t *s);
 /* Mark a schedule failed before it starts (a failure of the layer that
  * built it, e.g. staging): it drains like one whose step failed. */
 void collar_sched_fail(collar_sched_t *s, collar_status_t st);
+/*
+ * Under COLLAR_SIM_STRICT=1, collar_sched_start first checks that no buffer
+ * a step hands to PMPI overlaps device scratch (dev->is_dev_scratch) unless
+ * s->pmpi_device_ok, and aborts with a message if one does.  The check
+ * alone: COLLAR_OK, or COLLAR_ERR_INVALID naming the first such step.
+ */
+collar_status_t collar_sched_check_pmpi(const collar_sched_t *s);
+/*
+ * Append the status agreement, the schedule's last collective step: a
+ * nonblocking MPI_MAX allreduce of one int, "this rank has failed", on the
+ * private communicator.  A rank whose own steps all worked but that learns
+ * of a failure elsewhere finishes with MPI_ERR_OTHER instead of a result
+ * built on a failed rank's data.  after_all = 0: issued right after the
+ * schedule's other collectives (when they carry the rank's whole
+ * contribution, as in staged and chunked); 1: once every other step is
+ * done (the ring, whose every reduction feeds what it sends).
+ */
+collar_status_t collar_sched_add_agree(collar_sched_t *s, int after_all);
 /*
  * Advance: issue every step whose dependencies are done, complete what has
  * completed.  Returns COLLAR_OK when the schedule is finished (successfully

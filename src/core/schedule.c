@@ -25,8 +25,19 @@
  * rank), nobody is left waiting for a message or a collective a peer gave
  * up on, no stale message stays behind to match a later operation, and the
  * internal collectives of later operations stay in the same order on every
- * rank.  A failure on one rank only is not made known to the others: they
- * complete, with results built on the failed rank's unfinished buffers.
+ * rank.
+ *
+ * A failure on one rank only: a rank that cannot get its staging memory
+ * still builds the whole schedule on heap memory, failed from the start
+ * (collar_sched_staging), so it drains through the same messages and
+ * collectives, and the sequence numbers and collective order stay the
+ * same on every rank.  The other ranks learn of it from the status
+ * agreement (collar_sched_add_agree), the last collective of every
+ * schedule: a nonblocking MPI_MAX allreduce of one int, issued when the
+ * rank's contribution is final and overlapped with the data's allreduces
+ * (staged, chunked) or at the end (the ring).  Every rank then either has
+ * the right result or returns an error: a failure after the agreement (a
+ * copy-out) fails that rank alone, whose contribution was already whole.
  */
 #include "config.h"
 #include "core.h"
@@ -62,7 +73,9 @@ void collar_sched_destroy(collar_sched_t *s)
         s->cleanup(s);
     }
     for (int i = 0; i < s->nstaging; i++) {
-        if (s->staging_scratch[i]) {
+        if (s->staging_scratch[i] == 2) {
+            free(s->staging[i]);
+        } else if (s->staging_scratch[i]) {
             collar_scratch_put(s->dev, s->staging[i], s->staging_len[i]);
         } else {
             collar_pool_put(s->dev, s->staging[i], s->staging_len[i]);
@@ -98,7 +111,7 @@ collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
     t->state = STEP_PENDING;
     t->req = MPI_REQUEST_NULL;
     memset(&t->ev, 0, sizeof(t->ev));
-    if (t->kind == COLLAR_STEP_IALLREDUCE) {
+    if (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE) {
         t->u.allreduce.ord = s->ncoll++;
     }
     if (index != NULL) {
@@ -108,17 +121,41 @@ collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
     return COLLAR_OK;
 }
 
+static void sched_fail(collar_sched_t *s, collar_status_t st, int mpi_error);
+
 collar_status_t collar_sched_staging(collar_sched_t *s, size_t bytes, void **ptr)
 {
     if (s->nstaging == (int)(sizeof(s->staging) / sizeof(s->staging[0]))) {
         return COLLAR_ERR_INVALID;
     }
-    COLLAR_CHECK(collar_pool_get(s->dev, bytes, ptr));
+    unsigned char kind = 0;
+    collar_status_t st = collar_pool_get(s->dev, bytes, ptr);
+    if (st != COLLAR_OK) {
+        /* Fail this operation, but keep its shape: the other ranks wait
+         * for its messages and collectives.  Heap memory carries them; no
+         * device or host work touches it (the schedule drains). */
+        *ptr = malloc(bytes ? bytes : 1);
+        if (*ptr == NULL) {
+            return st;
+        }
+        collar_error(COLL, "schedule %llu: no staging memory (%zu bytes): %s; "
+                     "the operation fails, after its messages",
+                     (unsigned long long)s->seq, bytes, collar_status_string(st));
+        sched_fail(s, st, MPI_ERR_OTHER);
+        kind = 2;
+    }
     s->staging[s->nstaging] = *ptr;
     s->staging_len[s->nstaging] = bytes;
-    s->staging_scratch[s->nstaging] = 0;
+    s->staging_scratch[s->nstaging] = kind;
     s->nstaging++;
     return COLLAR_OK;
+}
+
+collar_status_t collar_sched_add_agree(collar_sched_t *s, int after_all)
+{
+    collar_step_t t = { .kind = COLLAR_STEP_AGREE };
+    t.u.allreduce.count = after_all;  /* AGREE: 1 waits for every step */
+    return collar_sched_add(s, &t, NULL);
 }
 
 collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes, void **ptr)
@@ -142,8 +179,70 @@ collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes, void **ptr
     return COLLAR_OK;
 }
 
+/* MPI_Type_size, or 1 without MPI (the unit tests). */
+static int type_size(MPI_Datatype dt)
+{
+    int init = 0, size = 1;
+    PMPI_Initialized(&init);
+    if (init) {
+        PMPI_Type_size(dt, &size);
+    }
+    return size;
+}
+
+/* The buffer and byte count a PMPI step hands over (NULL: none), and its
+ * second buffer (an allreduce's send buffer) in *second. */
+static const void *step_pmpi_buf(const collar_step_t *t, size_t *bytes,
+                                 const void **second)
+{
+    int size;
+    *second = NULL;
+    switch (t->kind) {
+    case COLLAR_STEP_IALLREDUCE:
+        size = type_size(t->u.allreduce.dt);
+        *bytes = (size_t)t->u.allreduce.count * (size_t)(size > 0 ? size : 1);
+        if (t->u.allreduce.sbuf != MPI_IN_PLACE) {
+            *second = t->u.allreduce.sbuf;
+        }
+        return t->u.allreduce.rbuf;
+    case COLLAR_STEP_ISEND:
+    case COLLAR_STEP_IRECV:
+        size = type_size(t->u.p2p.dt);
+        *bytes = (size_t)t->u.p2p.count * (size_t)(size > 0 ? size : 1);
+        return t->u.p2p.buf;
+    default:
+        return NULL;
+    }
+}
+
+collar_status_t collar_sched_check_pmpi(const collar_sched_t *s)
+{
+    if (s->pmpi_device_ok || s->dev->is_dev_scratch == NULL) {
+        return COLLAR_OK;
+    }
+    for (int i = 0; i < s->nsteps; i++) {
+        size_t bytes = 0;
+        const void *second;
+        const void *buf = step_pmpi_buf(&s->steps[i], &bytes, &second);
+        if ((buf != NULL && s->dev->is_dev_scratch(buf, bytes))
+            || (second != NULL && s->dev->is_dev_scratch(second, bytes))) {
+            collar_error(COLL, "schedule %llu step %d (%s) hands device scratch "
+                         "%p to an MPI library that does not take device "
+                         "pointers", (unsigned long long)s->seq, i,
+                         s->steps[i].kind == COLLAR_STEP_IALLREDUCE ? "internal allreduce"
+                         : s->steps[i].kind == COLLAR_STEP_ISEND ? "internal send"
+                         : "internal receive", buf);
+            return COLLAR_ERR_INVALID;
+        }
+    }
+    return COLLAR_OK;
+}
+
 void collar_sched_start(collar_sched_t *s)
 {
+    if (collar_cfg.sim_strict && collar_sched_check_pmpi(s) != COLLAR_OK) {
+        abort();  /* COLLAR_SIM_STRICT: a test is to fail loudly */
+    }
     s->started = 1;
     if (s->ncoll > 0) {
         s->ticket = s->comm->next_ticket++;
@@ -195,6 +294,10 @@ static void pass_turn(collar_sched_t *s)
 
 static int deps_done(const collar_sched_t *s, const collar_step_t *t)
 {
+    if (t->kind == COLLAR_STEP_AGREE && t->u.allreduce.count
+        && s->ndone < s->nsteps - 1) {
+        return 0;  /* after every other step (it is the last one) */
+    }
     for (int d = 0; d < t->ndeps; d++) {
         if (s->steps[t->deps[d]].state != STEP_DONE) {
             return 0;
@@ -214,6 +317,7 @@ static const char *step_name(collar_step_kind_t kind)
     case COLLAR_STEP_IRECV:       return "internal receive";
     case COLLAR_STEP_ORDER:       return "device ordering";
     case COLLAR_STEP_REQUEST:     return "collective";
+    case COLLAR_STEP_AGREE:       return "status agreement";
     }
     return "step";
 }
@@ -258,12 +362,21 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         t->state = STEP_DONE;
         return COLLAR_OK;
     case COLLAR_STEP_IALLREDUCE:
+    case COLLAR_STEP_AGREE:
         if (s->comm->coll_turn != s->ticket || t->u.allreduce.ord != s->coll_issued) {
             return COLLAR_INPROGRESS;
         }
-        rc = PMPI_Iallreduce(t->u.allreduce.sbuf, t->u.allreduce.rbuf,
-                             t->u.allreduce.count, t->u.allreduce.dt,
-                             t->u.allreduce.op, s->comm->private_comm, &t->req);
+        if (t->kind == COLLAR_STEP_AGREE) {
+            /* Everything this rank's contribution depends on is done. */
+            s->agree_in = s->status != COLLAR_OK;
+            s->agree_out = 0;
+            rc = PMPI_Iallreduce(&s->agree_in, &s->agree_out, 1, MPI_INT, MPI_MAX,
+                                 s->comm->private_comm, &t->req);
+        } else {
+            rc = PMPI_Iallreduce(t->u.allreduce.sbuf, t->u.allreduce.rbuf,
+                                 t->u.allreduce.count, t->u.allreduce.dt,
+                                 t->u.allreduce.op, s->comm->private_comm, &t->req);
+        }
         if (rc != MPI_SUCCESS) {
             *mpi_rc = rc;
             return COLLAR_ERR_MPI;
@@ -303,7 +416,8 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
 static int step_is_comm(collar_step_kind_t kind)
 {
     return kind == COLLAR_STEP_IALLREDUCE || kind == COLLAR_STEP_ISEND
-           || kind == COLLAR_STEP_IRECV || kind == COLLAR_STEP_REQUEST;
+           || kind == COLLAR_STEP_IRECV || kind == COLLAR_STEP_REQUEST
+           || kind == COLLAR_STEP_AGREE;
 }
 
 /* Poll an active step.  OK: it completed (or failed: see s->status). */
@@ -328,6 +442,12 @@ static collar_status_t step_test(collar_sched_t *s, collar_step_t *t)
                      step_name(t->kind), (unsigned long long)s->seq, rc);
         sched_fail(s, COLLAR_ERR_MPI, rc);
         return COLLAR_OK;
+    }
+    if (flag && t->kind == COLLAR_STEP_AGREE && s->agree_out && !s->agree_in
+        && s->status == COLLAR_OK) {
+        collar_error(COLL, "schedule %llu failed on another rank; its result "
+                     "here is not complete", (unsigned long long)s->seq);
+        sched_fail(s, COLLAR_ERR_MPI, MPI_ERR_OTHER);
     }
     return flag ? COLLAR_OK : COLLAR_INPROGRESS;
 }
@@ -367,7 +487,8 @@ collar_status_t collar_sched_progress(collar_sched_t *s)
                     /* Given up: done, so that the steps after it drain; a
                      * collective counts as issued, so that the turn passes
                      * on after this schedule's last one. */
-                    if (t->kind == COLLAR_STEP_IALLREDUCE
+                    if ((t->kind == COLLAR_STEP_IALLREDUCE
+                         || t->kind == COLLAR_STEP_AGREE)
                         && ++s->coll_issued == s->ncoll) {
                         pass_turn(s);
                     }

@@ -33,7 +33,7 @@
 
 #define TABLE_MAX_RULES 4096
 #define TABLE_MAX_LINE  4096             /* bytes, without the line ending */
-#define TABLE_CHUNK_MAX ((size_t)1 << 30)
+#define TABLE_CHUNK_MAX ((size_t)COLLAR_CHUNK_MAX)
 #define SHOW_MAX        40               /* bytes of a token in a message */
 #define SHOW_BUF        (SHOW_MAX * 4 + 8)
 #define RULE_BUF        160              /* one canonical rule, with margin */

@@ -341,7 +341,8 @@ static int check_agree(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
                        const collar_plan_t *plan)
 {
     collar_check_call_t c = {
-        .nonblocking = a->request != NULL, .count = a->count, .dtype = a->dtype,
+        .nonblocking = a->request != NULL,
+        .count = a->count > INT_MAX ? INT_MAX : (int)a->count, .dtype = a->dtype,
         .op = a->op, .mem = mem, .smem = smem, .rmem = rmem,
         .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
     };
@@ -434,7 +435,7 @@ int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat
     MPI_Request *request = a->request;
     int inter = 0;
     const double t0 = stat != NULL ? PMPI_Wtime() : 0.0;
-    if (comm == MPI_COMM_NULL || count <= 0 || count > INT_MAX
+    if (comm == MPI_COMM_NULL || count <= 0
         || dtype == MPI_DATATYPE_NULL || op == MPI_OP_NULL || rbuf == MPI_IN_PLACE
         || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
         if (count == 0 && collar_cfg.check && comm != MPI_COMM_NULL
@@ -465,7 +466,7 @@ int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat
     }
 
     collar_call_t call = {
-        .sbuf = sbuf, .rbuf = rbuf, .count = (int)count, .dtype = dtype, .op = op,
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
         .comm = comm, .in_place = sbuf == MPI_IN_PLACE,
     };
     collar_mem_kind_t rkind, skind = COLLAR_MEM_HOST;

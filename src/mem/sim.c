@@ -18,6 +18,9 @@
  *     rather than copy_async models an asynchronous device error (the way a
  *     CUDA copy fails) and exercises the schedule's error path with other
  *     steps in flight.  A malformed value is one warning and no injection.
+ *   - device scratch (dev_alloc) is registered, so that COLLAR_SIM_STRICT=1
+ *     catches it being handed to an MPI library that does not take device
+ *     pointers (collar_sched_check_pmpi);
  * Worker threads start on the first operation, so a process that never
  * stages anything never has them.
  */
@@ -312,18 +315,60 @@ static void sim_host_free(void *ptr)
     free(ptr);
 }
 
-/* Device scratch is host memory here (not subject to COLLAR_SIM_FAIL). */
+/*
+ * Device scratch is host memory here (not subject to COLLAR_SIM_FAIL), so an
+ * MPI library that does not take device pointers reads and writes it
+ * without complaint.  A registry of the scratch ranges lets the schedule
+ * engine tell it from host memory (COLLAR_SIM_STRICT): scratch comes from a
+ * pool, so a few dozen live ranges are plenty; one beyond them is not
+ * registered (and not checked).
+ */
+#define SIM_SCRATCH_MAX 64
+static struct { const char *lo; size_t len; } sim_scratch[SIM_SCRATCH_MAX];
+static pthread_mutex_t sim_scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static collar_status_t sim_dev_alloc(size_t bytes, void **ptr)
 {
     if (posix_memalign(ptr, 64, bytes ? bytes : 1) != 0) {
         return COLLAR_ERR_NO_MEMORY;
     }
+    pthread_mutex_lock(&sim_scratch_lock);
+    for (int i = 0; i < SIM_SCRATCH_MAX; i++) {
+        if (sim_scratch[i].lo == NULL) {
+            sim_scratch[i].lo = *ptr;
+            sim_scratch[i].len = bytes ? bytes : 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sim_scratch_lock);
     return COLLAR_OK;
 }
 
 static void sim_dev_free(void *ptr)
 {
+    pthread_mutex_lock(&sim_scratch_lock);
+    for (int i = 0; i < SIM_SCRATCH_MAX; i++) {
+        if (sim_scratch[i].lo == ptr) {
+            sim_scratch[i].lo = NULL;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sim_scratch_lock);
     free(ptr);
+}
+
+static int sim_is_dev_scratch(const void *ptr, size_t bytes)
+{
+    const char *p = ptr;
+    int hit = 0;
+    pthread_mutex_lock(&sim_scratch_lock);
+    for (int i = 0; i < SIM_SCRATCH_MAX && !hit; i++) {
+        const char *lo = sim_scratch[i].lo;
+        hit = lo != NULL && p < lo + sim_scratch[i].len
+              && (bytes ? p + bytes : p + 1) > lo;
+    }
+    pthread_mutex_unlock(&sim_scratch_lock);
+    return hit;
 }
 
 static int sim_nstreams_fn(void)
@@ -441,4 +486,5 @@ const collar_device_t collar_device_sim = {
     .reduce_async       = sim_reduce_async,
     .event_query        = sim_event_query,
     .order_after_caller = sim_order_after_caller,
+    .is_dev_scratch     = sim_is_dev_scratch,
 };

@@ -89,6 +89,7 @@ static void test_load(void)
     setenv("COLLAR_LOG_SUBSYS", "coll,,mem", 1);   /* malformed list */
     setenv("COLLAR_SIM_STREAMS", "4", 1);          /* good */
     setenv("COLLAR_DISABLED", "1", 1);             /* a typo */
+    setenv("COLLAR_CHUNK_SIZE", "8G", 1);          /* above 1G, as tables */
     setenv("COLLAR_LOG", "warn", 1);
 
     collar_log_open(path);
@@ -106,10 +107,12 @@ static void test_load(void)
                collar_cfg.log_subsys);
     UNIT_CHECK(collar_cfg.sim_streams == 4, "streams %ld", collar_cfg.sim_streams);
     UNIT_CHECK(collar_cfg.disable == 0, "disable %d", collar_cfg.disable);
+    UNIT_CHECK(collar_cfg.chunk_size == 0, "chunk %zu", collar_cfg.chunk_size);
 
     FILE *f = fopen(path, "r");
     char line[2048];
     int warnings = 0, jitter = 0, pool = 0, alg = 0, subsys = 0, typo = 0;
+    int chunk = 0;
     while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
         if (strstr(line, " WARN ") == NULL) {
             continue;
@@ -122,14 +125,17 @@ static void test_load(void)
                       "one of: auto, native, staged") != NULL;
         subsys += strstr(line, "COLLAR_LOG_SUBSYS='coll,,mem' is invalid") != NULL;
         typo += strstr(line, "unknown variable COLLAR_DISABLED is ignored") != NULL;
+        chunk += strstr(line, "COLLAR_CHUNK_SIZE='8G' is invalid: expected a size "
+                        "in bytes from 0 to 1G") != NULL;
     }
     if (f != NULL) {
         fclose(f);
     }
-    UNIT_CHECK(warnings == 5, "%d warnings, expected 5", warnings);
-    UNIT_CHECK(jitter == 1 && pool == 1 && alg == 1 && subsys == 1 && typo == 1,
-               "each warning once: jitter %d pool %d alg %d subsys %d typo %d",
-               jitter, pool, alg, subsys, typo);
+    UNIT_CHECK(warnings == 6, "%d warnings, expected 6", warnings);
+    UNIT_CHECK(jitter == 1 && pool == 1 && alg == 1 && subsys == 1 && typo == 1
+               && chunk == 1,
+               "each warning once: jitter %d pool %d alg %d subsys %d typo %d "
+               "chunk %d", jitter, pool, alg, subsys, typo, chunk);
     unlink(path);
 }
 

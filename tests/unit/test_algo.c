@@ -1,0 +1,406 @@
+/*
+ * Unit test of the schedule builders on the sim device, without MPI: the
+ * schedules are built, not run, and their steps inspected.
+ *   - counts above 2^31 elements (the large-count bindings): every internal
+ *     PMPI call takes at most INT_MAX elements, and the steps of staged,
+ *     chunked and ring cover the message exactly;
+ *   - ring segments of a chunk larger than INT_MAX elements (8G, 16G);
+ *   - the ring's tags with a small MPI_TAG_UB and many ranks: every tag in
+ *     [0, tag_ub], in the operation's window, unique within the operation,
+ *     and the windows of operations in flight together disjoint;
+ *   - the ring on host buffers hands no device scratch to PMPI and runs no
+ *     device reduction (collar_sched_check_pmpi, the COLLAR_SIM_STRICT
+ *     check).
+ */
+#include "config.h"
+#include "algo/algo.h"
+#include "mem/mem.h"
+#include "unit.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const collar_device_t *dev = &collar_device_sim;
+
+/* A dense call of `count` elements of `size` bytes.  Never run: the
+ * addresses need not be memory (steps are compared against them). */
+static collar_call_t dense_call(MPI_Count count, int size, collar_dtype_t cdt,
+                                MPI_Datatype dtype, char *sbuf, char *rbuf)
+{
+    collar_call_t c = {
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype,
+        .op = MPI_SUM, .in_place = 0, .type_size = size,
+        .bytes = (size_t)count * (size_t)size, .lo = 0,
+        .span = (size_t)count * (size_t)size, .dense = 1, .extent = size,
+        .true_extent = size, .cdt = cdt, .cop = COLLAR_OP_SUM,
+        .mem = COLLAR_MEM_DEVICE, .rmem = COLLAR_MEM_DEVICE, .dev = dev,
+    };
+    return c;
+}
+
+typedef struct {
+    long long ar_elems, send_elems, recv_elems, reduce_elems;
+    long long copy_bytes;
+    int       max_count, min_count, nsteps, dev_reduces, host_reduces;
+} tally_t;
+
+static void tally(const collar_sched_t *s, tally_t *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->min_count = INT_MAX;
+    for (int i = 0; i < s->nsteps; i++) {
+        const collar_step_t *st = &s->steps[i];
+        int c = -1;
+        switch (st->kind) {
+        case COLLAR_STEP_IALLREDUCE:
+            c = st->u.allreduce.count;
+            t->ar_elems += c;
+            break;
+        case COLLAR_STEP_ISEND:
+            c = st->u.p2p.count;
+            t->send_elems += c;
+            break;
+        case COLLAR_STEP_IRECV:
+            c = st->u.p2p.count;
+            t->recv_elems += c;
+            break;
+        case COLLAR_STEP_DEV_REDUCE:
+        case COLLAR_STEP_HOST_REDUCE:
+            t->reduce_elems += (long long)st->u.reduce.count;
+            if (st->kind == COLLAR_STEP_DEV_REDUCE) {
+                t->dev_reduces++;
+            } else {
+                t->host_reduces++;
+            }
+            break;
+        case COLLAR_STEP_COPY:
+            t->copy_bytes += (long long)st->u.copy.bytes;
+            break;
+        default:
+            break;
+        }
+        if (c >= 0) {
+            if (c > t->max_count) {
+                t->max_count = c;
+            }
+            if (c < t->min_count) {
+                t->min_count = c;
+            }
+        }
+    }
+    t->nsteps = s->nsteps;
+}
+
+static collar_sched_t *build(collar_comm_t *comm, collar_algo_build_fn_t fn,
+                             const collar_call_t *call, size_t chunk,
+                             collar_status_t *st)
+{
+    collar_plan_t plan = { .chunk = chunk, .device_pointers_ok = 0 };
+    collar_sched_t *s = NULL;
+    UNIT_CHECK(collar_sched_create(comm, dev, &s) == COLLAR_OK, "create");
+    *st = fn(call, &plan, s);
+    return s;
+}
+
+/* More than 2^31 one-byte elements (2 GiB + 5): staged, chunked, ring. */
+static void test_large_count(void)
+{
+    const MPI_Count count = ((MPI_Count)1 << 31) + 5;
+    char *sb = (char *)((uintptr_t)1 << 44), *rb = (char *)((uintptr_t)1 << 45);
+    collar_call_t call = dense_call(count, 1, COLLAR_DT_INT8, MPI_INT8_T, sb, rb);
+    collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = 2, .rank = 0,
+                           .tag_ub = 32767 };
+    collar_status_t st;
+    tally_t t;
+
+    collar_sched_t *s = build(&comm, collar_algo_staged_build, &call, 0, &st);
+    UNIT_CHECK(st == COLLAR_OK, "staged: build status %d", st);
+    tally(s, &t);
+    UNIT_CHECK(t.ar_elems == count, "staged: allreduces cover %lld of %lld",
+               t.ar_elems, (long long)count);
+    UNIT_CHECK(t.max_count <= INT_MAX && t.min_count > 0,
+               "staged: counts %d .. %d", t.min_count, t.max_count);
+    UNIT_CHECK(t.copy_bytes == 2 * (long long)count, "staged: copies %lld bytes",
+               t.copy_bytes);
+    /* The pieces: consecutive, each after the previous one. */
+    const char *next = NULL;
+    int prev = -1, chained = 1;
+    for (int i = 0; i < s->nsteps; i++) {
+        const collar_step_t *x = &s->steps[i];
+        if (x->kind != COLLAR_STEP_IALLREDUCE) {
+            continue;
+        }
+        if (next != NULL && (const char *)x->u.allreduce.rbuf != next) {
+            chained = 0;
+        }
+        if (prev >= 0 && !(x->ndeps >= 1 && x->deps[0] == prev)) {
+            chained = 0;
+        }
+        next = (const char *)x->u.allreduce.rbuf + x->u.allreduce.count;
+        prev = i;
+    }
+    UNIT_CHECK(chained, "staged: pieces consecutive and in order");
+    collar_sched_destroy(s);
+
+    s = build(&comm, collar_algo_chunked_build, &call, (size_t)1 << 30, &st);
+    UNIT_CHECK(st == COLLAR_OK, "chunked: build status %d", st);
+    tally(s, &t);
+    UNIT_CHECK(t.ar_elems == count, "chunked: allreduces cover %lld", t.ar_elems);
+    UNIT_CHECK(t.max_count == 1 << 30 && t.min_count == 5,
+               "chunked: counts %d .. %d", t.min_count, t.max_count);
+    UNIT_CHECK(t.copy_bytes == 2 * (long long)count, "chunked: copies %lld bytes",
+               t.copy_bytes);
+    collar_sched_destroy(s);
+
+    /* Ring on 2 ranks, rank 0: sends block 0 then block 1 (final), receives
+     * block 1 (reduced into acc) then block 0.  Blocks: 2^30 + 3, 2^30 + 2. */
+    const long long b1 = ((long long)1 << 30) + 2;
+    static const size_t chunks[] = { (size_t)1 << 20, (size_t)1 << 30,
+                                     (size_t)8 << 30, (size_t)16 << 30 };
+    for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+        s = build(&comm, collar_algo_ring_build, &call, chunks[c], &st);
+        UNIT_CHECK(st == COLLAR_OK, "ring chunk %zu: build status %d", chunks[c], st);
+        tally(s, &t);
+        UNIT_CHECK(t.send_elems == count && t.recv_elems == count,
+                   "ring chunk %zu: sends %lld, receives %lld of %lld", chunks[c],
+                   t.send_elems, t.recv_elems, (long long)count);
+        UNIT_CHECK(t.reduce_elems == b1, "ring chunk %zu: reduces %lld, want %lld",
+                   chunks[c], t.reduce_elems, b1);
+        UNIT_CHECK(t.max_count <= INT_MAX && t.min_count > 0,
+                   "ring chunk %zu: counts %d .. %d", chunks[c], t.min_count,
+                   t.max_count);
+        collar_sched_destroy(s);
+    }
+}
+
+/* Chunks of more than INT_MAX elements on a small message: one segment a
+ * block, every element sent and received once per phase. */
+static void test_huge_chunk(void)
+{
+    int sbuf[1000], rbuf[1000];
+    collar_call_t call = dense_call(1000, 4, COLLAR_DT_INT32, MPI_INT,
+                                    (char *)sbuf, (char *)rbuf);
+    for (int n = 2; n <= 5; n++) {
+        collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = n,
+                               .rank = 1, .tag_ub = 32767 };
+        static const size_t chunks[] = { (size_t)8 << 30, (size_t)16 << 30,
+                                         SIZE_MAX };
+        for (size_t c = 0; c < 3; c++) {
+            collar_status_t st;
+            collar_sched_t *s = build(&comm, collar_algo_ring_build, &call,
+                                      chunks[c], &st);
+            UNIT_CHECK(st == COLLAR_OK, "n %d chunk %zu: status %d", n, chunks[c], st);
+            tally_t t;
+            tally(s, &t);
+            /* 2 (n - 1) messages each way, blocks of 1000 / n elements. */
+            UNIT_CHECK(t.min_count >= 1000 / n && t.max_count <= 1000 / n + 1,
+                       "n %d chunk %zu: message counts %d .. %d", n, chunks[c],
+                       t.min_count, t.max_count);
+            const long long lo = 2LL * (n - 1) * (1000 / n), hi = lo + 2LL * (n - 1);
+            UNIT_CHECK(t.send_elems >= lo && t.send_elems <= hi
+                       && t.recv_elems >= lo && t.recv_elems <= hi,
+                       "n %d chunk %zu: sends %lld receives %lld", n, chunks[c],
+                       t.send_elems, t.recv_elems);
+            collar_sched_destroy(s);
+        }
+    }
+}
+
+/* The tag windows themselves. */
+static void test_tag_windows(void)
+{
+    static const int ubs[] = { 32767, 65535, 4095, 1000, 100, 63, 31, 2,
+                               INT_MAX };
+    for (size_t u = 0; u < sizeof(ubs) / sizeof(ubs[0]); u++) {
+        for (int n = 1; n <= 80; n++) {
+            collar_ring_tags_t a, b;
+            const int ok = collar_ring_tags(ubs[u], n, 0, &a);
+            const long long need = n > 1 ? 2LL * (n - 1) : 1;
+            UNIT_CHECK(ok == (need <= (long long)ubs[u] + 1),
+                       "tag_ub %d n %d: fits %d", ubs[u], n, ok);
+            if (!ok) {
+                continue;
+            }
+            UNIT_CHECK(a.nwin >= 1 && a.nwin <= COLLAR_RING_TAG_OPS
+                       && a.nseg_max >= 1 && (long long)a.nseg_max * need <= a.span
+                       && (long long)a.nwin * a.span <= (long long)ubs[u] + 1,
+                       "tag_ub %d n %d: nwin %d span %d nseg %d", ubs[u], n,
+                       a.nwin, a.span, a.nseg_max);
+            for (uint64_t seq = 0; seq < 3000; seq += 7) {
+                collar_ring_tags(ubs[u], n, seq, &a);
+                collar_ring_tags(ubs[u], n, seq + 1, &b);
+                UNIT_CHECK(a.base >= 0
+                           && (long long)a.base + a.span - 1 <= ubs[u],
+                           "tag_ub %d n %d seq %llu: window [%d, %d)", ubs[u], n,
+                           (unsigned long long)seq, a.base, a.base + a.span);
+                if (a.nwin > 1) {
+                    UNIT_CHECK(a.base + a.span <= b.base || b.base + b.span <= a.base,
+                               "tag_ub %d n %d seq %llu: windows overlap", ubs[u],
+                               n, (unsigned long long)seq);
+                }
+            }
+        }
+    }
+}
+
+/* The tags of built ring schedules: 17 and more ranks, MPI_TAG_UB at the
+ * standard's minimum (32767) and below, many segments. */
+static void test_ring_tags(void)
+{
+    static const struct { int ub, n; size_t chunk; int count; } cases[] = {
+        { 32767, 17, 4, 100000 }, { 32767, 17, 1 << 20, 1000 },
+        { 32767, 33, 4, 200000 }, { 32767, 64, 64, 50000 },
+        { 4095, 20, 4, 100000 }, { 255, 17, 4, 10000 }, { 63, 17, 4, 1000 },
+        { 65535, 2, 4, 400000 }, { INT_MAX, 17, 4, 100000 },
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const int n = cases[c].n, ub = cases[c].ub;
+        int *sbuf = calloc((size_t)cases[c].count, sizeof(int));
+        int *rbuf = calloc((size_t)cases[c].count, sizeof(int));
+        collar_call_t call = dense_call(cases[c].count, 4, COLLAR_DT_INT32, MPI_INT,
+                                        (char *)sbuf, (char *)rbuf);
+        unsigned char *seen = calloc((size_t)ub + 1, 2);  /* send, recv */
+        for (int rank = 0; rank < n; rank += n - 1) {
+            collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = n,
+                                   .rank = rank, .tag_ub = ub };
+            for (uint64_t seq = 0; seq < 2; seq++) {
+                comm.next_seq = seq == 0 ? 0 : 12345;
+                collar_status_t st;
+                collar_sched_t *s = build(&comm, collar_algo_ring_build, &call,
+                                          cases[c].chunk, &st);
+                UNIT_CHECK(st == COLLAR_OK, "ub %d n %d: status %d", ub, n, st);
+                collar_ring_tags_t w;
+                collar_ring_tags(ub, n, s->seq, &w);
+                int out = 0, dup = 0, nmsg = 0;
+                memset(seen, 0, ((size_t)ub + 1) * 2);
+                for (int i = 0; i < s->nsteps; i++) {
+                    const collar_step_t *x = &s->steps[i];
+                    if (x->kind != COLLAR_STEP_ISEND && x->kind != COLLAR_STEP_IRECV) {
+                        continue;
+                    }
+                    nmsg++;
+                    const int tag = x->u.p2p.tag;
+                    if (tag < w.base || tag >= w.base + w.span || tag > ub || tag < 0) {
+                        out++;
+                        continue;
+                    }
+                    unsigned char *m = &seen[(size_t)tag * 2
+                                             + (x->kind == COLLAR_STEP_IRECV)];
+                    dup += *m;
+                    *m = 1;
+                }
+                UNIT_CHECK(nmsg > 0 && out == 0 && dup == 0,
+                           "ub %d n %d rank %d seq %llu: %d of %d tags outside "
+                           "[%d, %d) or above the bound, %d repeated", ub, n, rank,
+                           (unsigned long long)s->seq, out, nmsg, w.base,
+                           w.base + w.span, dup);
+                collar_sched_destroy(s);
+            }
+        }
+        free(seen);
+        free(sbuf);
+        free(rbuf);
+    }
+}
+
+/* The ring on host buffers (a host call under COLLAR_ALGORITHM=ring): no
+ * device scratch goes to PMPI, no device reduction; on device buffers over
+ * a library that takes device pointers, the scratch may go to PMPI. */
+static void test_ring_host(void)
+{
+    enum { N = 4099 };
+    int *sbuf = calloc(N, sizeof(int)), *rbuf = calloc(N, sizeof(int));
+    for (int n = 2; n <= 4; n++) {
+        collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = n, .rank = 1,
+                               .tag_ub = 32767 };
+        for (int host = 0; host < 2; host++) {
+            for (int aware = 0; aware < 2; aware++) {
+                collar_call_t call = dense_call(N, 4, COLLAR_DT_INT32, MPI_INT,
+                                                (char *)sbuf, (char *)rbuf);
+                if (host) {
+                    call.mem = call.rmem = COLLAR_MEM_HOST;
+                }
+                collar_plan_t plan = { .alg = COLLAR_ALG_RING, .chunk = 1024 };
+                collar_algo_eligible(&call, aware, &plan);
+                UNIT_CHECK(plan.alg == COLLAR_ALG_RING, "ring eligible");
+                collar_sched_t *s = NULL;
+                UNIT_CHECK(collar_sched_create(&comm, dev, &s) == COLLAR_OK, "create");
+                collar_status_t st = collar_algo_ring_build(&call, &plan, s);
+                UNIT_CHECK(st == COLLAR_OK, "build %d", st);
+                tally_t t;
+                tally(s, &t);
+                UNIT_CHECK(collar_sched_check_pmpi(s) == COLLAR_OK,
+                           "n %d host %d aware %d: device scratch handed to PMPI",
+                           n, host, aware);
+                UNIT_CHECK(host ? t.dev_reduces == 0 && t.host_reduces > 0
+                                : t.dev_reduces > 0 && t.host_reduces == 0,
+                           "n %d host %d aware %d: %d device, %d host reductions",
+                           n, host, aware, t.dev_reduces, t.host_reduces);
+                collar_sched_destroy(s);
+            }
+        }
+    }
+    free(sbuf);
+    free(rbuf);
+}
+
+/* The canary itself: device scratch handed to PMPI is caught. */
+static void test_canary(void)
+{
+    collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = 2, .rank = 0,
+                           .tag_ub = 32767 };
+    collar_sched_t *s = NULL;
+    UNIT_CHECK(collar_sched_create(&comm, dev, &s) == COLLAR_OK, "create");
+    void *scratch = NULL, *host = NULL;
+    UNIT_CHECK(collar_sched_scratch(s, 4096, &scratch) == COLLAR_OK, "scratch");
+    UNIT_CHECK(collar_sched_staging(s, 4096, &host) == COLLAR_OK, "staging");
+    collar_step_t t = { .kind = COLLAR_STEP_IRECV };
+    t.u.p2p.buf = host;
+    t.u.p2p.count = 1024;
+    t.u.p2p.dt = MPI_INT;
+    UNIT_CHECK(collar_sched_add(s, &t, NULL) == COLLAR_OK, "add");
+    UNIT_CHECK(collar_sched_check_pmpi(s) == COLLAR_OK, "host staging is fine");
+    t.u.p2p.buf = (char *)scratch + 4000;  /* overlaps the end */
+    UNIT_CHECK(collar_sched_add(s, &t, NULL) == COLLAR_OK, "add");
+    UNIT_CHECK(collar_sched_check_pmpi(s) == COLLAR_ERR_INVALID, "scratch caught");
+    s->pmpi_device_ok = 1;
+    UNIT_CHECK(collar_sched_check_pmpi(s) == COLLAR_OK,
+               "allowed when the MPI library takes device pointers");
+    collar_sched_destroy(s);
+}
+
+/* With an argument, only the tests whose names contain it. */
+static int want(int argc, char **argv, const char *name)
+{
+    return argc < 2 || strstr(name, argv[1]) != NULL;
+}
+
+int main(int argc, char **argv)
+{
+    collar_config_load();
+    collar_cfg.log_level = COLLAR_LOG_ERROR;
+    collar_log_level = COLLAR_LOG_NONE;
+    UNIT_CHECK(dev->init() == COLLAR_OK, "sim init");
+    if (want(argc, argv, "test_large_count")) {
+        test_large_count();
+    }
+    if (want(argc, argv, "test_huge_chunk")) {
+        test_huge_chunk();
+    }
+    if (want(argc, argv, "test_tag_windows")) {
+        test_tag_windows();
+    }
+    if (want(argc, argv, "test_ring_tags")) {
+        test_ring_tags();
+    }
+    if (want(argc, argv, "test_ring_host")) {
+        test_ring_host();
+    }
+    if (want(argc, argv, "test_canary")) {
+        test_canary();
+    }
+    collar_pool_release_all();
+    dev->finalize();
+    return unit_finish("test_algo");
+}
