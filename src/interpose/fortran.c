@@ -528,7 +528,8 @@ typedef struct {
 } f_reqs_t;
 
 /* 0, or MPI_ERR_NO_MEM (through MPI_COMM_WORLD's error handler, as the MPI
- * library reports its own allocation failures). */
+ * library reports its own allocation failures).  A negative count gets
+ * empty arrays, and the MPI library then reports the count. */
 static int f_reqs_get(f_reqs_t *r, int n, const MPI_Fint *freqs)
 {
     r->req = r->req_local;
@@ -621,9 +622,8 @@ static void f_waitall(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *fsts,
     f_reqs_t r;
     const int n = *count;
     f_init();
-    int rc = n < 0 ? MPI_Waitall(n, NULL, MPI_STATUSES_IGNORE)
-                   : f_reqs_get(&r, n, freqs);
-    if (n < 0 || rc != MPI_SUCCESS) {
+    int rc = f_reqs_get(&r, n, freqs);
+    if (rc != MPI_SUCCESS) {
         f_ret(ierr, rc);
         return;
     }
@@ -647,9 +647,8 @@ static void f_testall(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *flag,
     const int n = *count;
     int cflag = 0;
     f_init();
-    int rc = n < 0 ? MPI_Testall(n, NULL, &cflag, MPI_STATUSES_IGNORE)
-                   : f_reqs_get(&r, n, freqs);
-    if (n < 0 || rc != MPI_SUCCESS) {
+    int rc = f_reqs_get(&r, n, freqs);
+    if (rc != MPI_SUCCESS) {
         f_ret(ierr, rc);
         return;
     }
@@ -680,9 +679,8 @@ static void f_waitany(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *index,
     const int n = *count;
     int idx = MPI_UNDEFINED;
     f_init();
-    int rc = n < 0 ? MPI_Waitany(n, NULL, &idx, MPI_STATUS_IGNORE)
-                   : f_reqs_get(&r, n, freqs);
-    if (n < 0 || rc != MPI_SUCCESS) {
+    int rc = f_reqs_get(&r, n, freqs);
+    if (rc != MPI_SUCCESS) {
         f_ret(ierr, rc);
         return;
     }
@@ -707,9 +705,8 @@ static void f_testany(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *index,
     const int n = *count;
     int idx = MPI_UNDEFINED, cflag = 0;
     f_init();
-    int rc = n < 0 ? MPI_Testany(n, NULL, &idx, &cflag, MPI_STATUS_IGNORE)
-                   : f_reqs_get(&r, n, freqs);
-    if (n < 0 || rc != MPI_SUCCESS) {
+    int rc = f_reqs_get(&r, n, freqs);
+    if (rc != MPI_SUCCESS) {
         f_ret(ierr, rc);
         return;
     }
@@ -738,10 +735,8 @@ static void f_some(int test, MPI_Fint *incount, MPI_Fint *freqs,
     const int n = *incount;
     int out = MPI_UNDEFINED;
     f_init();
-    int rc = n < 0 ? (test ? MPI_Testsome : MPI_Waitsome)(n, NULL, &out, NULL,
-                                                           MPI_STATUSES_IGNORE)
-                   : f_reqs_get(&r, n, freqs);
-    if (n < 0 || rc != MPI_SUCCESS) {
+    int rc = f_reqs_get(&r, n, freqs);
+    if (rc != MPI_SUCCESS) {
         f_ret(ierr, rc);
         return;
     }
@@ -795,8 +790,8 @@ static void f_startall(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *ierr)
     f_reqs_t r;
     const int n = *count;
     f_init();
-    int rc = n < 0 ? MPI_Startall(n, NULL) : f_reqs_get(&r, n, freqs);
-    if (n < 0 || rc != MPI_SUCCESS) {
+    int rc = f_reqs_get(&r, n, freqs);
+    if (rc != MPI_SUCCESS) {
         f_ret(ierr, rc);
         return;
     }
