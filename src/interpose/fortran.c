@@ -573,10 +573,15 @@ static inline void f_status_out(MPI_Fint *fst, const MPI_Status *st)
     MPI_Status_c2f(st, fst);
 }
 
-/* MPI_ERR_IN_STATUS or success: the statuses carry the outcome. */
-static inline int f_has_statuses(int rc)
+/* Success or an error of class MPI_ERR_IN_STATUS: the statuses carry the
+ * outcome of each request. */
+static int f_has_statuses(int rc)
 {
-    return rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS;
+    int cls = MPI_ERR_OTHER;
+    if (rc == MPI_SUCCESS) {
+        return 1;
+    }
+    return MPI_Error_class(rc, &cls) == MPI_SUCCESS && cls == MPI_ERR_IN_STATUS;
 }
 
 static void f_wait(MPI_Fint *freq, MPI_Fint *fst, MPI_Fint *ierr)
