@@ -10,14 +10,18 @@ program test_fortran
     use mpi
     implicit none
     integer, parameter :: dp = kind(1.0d0)
-    integer, parameter :: ncoll = 12
-    character(len=10), parameter :: names(ncoll) = [character(len=10) :: &
+    integer, parameter :: ncoll = 26
+    character(len=24), parameter :: names(ncoll) = [character(len=24) :: &
         'allreduce', 'iallreduce', 'bcast', 'ibcast', 'allgather', 'iallgather', &
-        'reduce', 'ireduce', 'alltoall', 'gather', 'scatter', 'gatherv']
+        'reduce', 'ireduce', 'alltoall', 'gather', 'scatter', 'gatherv', &
+        'allgatherv', 'iallgatherv', 'alltoallv', 'ialltoallv', &
+        'reduce_scatter', 'ireduce_scatter', 'reduce_scatter_block', &
+        'ireduce_scatter_block', 'scatterv', 'iscatterv', 'ialltoall', 'igather', &
+        'iscatter', 'igatherv']
     integer :: calls(ncoll)
     integer :: rank, nranks, ierr, npass, nfail
     integer :: sizes(3), k
-    character(len=400) :: line
+    character(len=1000) :: line
     character(len=12) :: num
 
     calls = 0
@@ -39,6 +43,8 @@ program test_fortran
         call t_reduce(sizes(k))
     end do
     call t_others()
+    call t_vector()
+    call t_nonblocking()
     call t_errors()
 
     write (*, '(a,i0,a,i0,a,i0,a)') 'test_fortran: rank ', rank, ': ', &
@@ -498,6 +504,210 @@ contains
         end if
         call check(ok, 'gatherv integer')
     end subroutine t_others
+
+    ! the v forms and the reduce_scatters, blocking then nonblocking
+    ! (completed by MPI_Testall, MPI_Testany, MPI_Testsome and MPI_Wait);
+    ! rank j's share is j + 1 elements
+    subroutine t_vector()
+        integer :: counts(nranks), displs(nranks), rcnts(nranks), rdispls(nranks)
+        integer :: s(nranks * (nranks + 1)), r(nranks * (nranks + 1))
+        integer :: reqs(4), sts(MPI_STATUS_SIZE, 4), idx, outcount, indices(4)
+        integer :: i, j, total, nb, done
+        logical :: ok, flag
+        total = 0
+        do j = 1, nranks
+            counts(j) = j
+            displs(j) = total
+            total = total + j
+        end do
+        do nb = 0, 1
+            ! allgatherv: rank j gives j + 1 elements j * 100 + i
+            do i = 1, rank + 1
+                s(i) = rank * 100 + i
+            end do
+            r = -1
+            if (nb == 0) then
+                call MPI_Allgatherv(s, rank + 1, MPI_INTEGER, r, counts, displs, &
+                                    MPI_INTEGER, MPI_COMM_WORLD, ierr)
+                call count(13)
+            else
+                call MPI_Iallgatherv(s, rank + 1, MPI_INTEGER, r, counts, displs, &
+                                     MPI_INTEGER, MPI_COMM_WORLD, reqs(1), ierr)
+                call count(14)
+                flag = .false.
+                do while (.not. flag .and. ierr == MPI_SUCCESS)
+                    call MPI_Testall(1, reqs, flag, sts, ierr)
+                end do
+            end if
+            ok = ierr == MPI_SUCCESS
+            do j = 0, nranks - 1
+                do i = 1, j + 1
+                    ok = ok .and. r(displs(j + 1) + i) == j * 100 + i
+                end do
+            end do
+            call check(ok, 'allgatherv / iallgatherv + MPI_Testall')
+
+            ! alltoallv: rank q sends j + 1 elements q * 1000 + j * 10 + i to rank j
+            do j = 0, nranks - 1
+                rcnts(j + 1) = rank + 1
+                rdispls(j + 1) = j * (rank + 1)
+                do i = 1, j + 1
+                    s(displs(j + 1) + i) = rank * 1000 + j * 10 + i
+                end do
+            end do
+            r = -1
+            if (nb == 0) then
+                call MPI_Alltoallv(s, counts, displs, MPI_INTEGER, r, rcnts, rdispls, &
+                                   MPI_INTEGER, MPI_COMM_WORLD, ierr)
+                call count(15)
+            else
+                call MPI_Ialltoallv(s, counts, displs, MPI_INTEGER, r, rcnts, rdispls, &
+                                    MPI_INTEGER, MPI_COMM_WORLD, reqs(1), ierr)
+                call count(16)
+                reqs(2) = MPI_REQUEST_NULL
+                flag = .false.
+                do while (.not. flag .and. ierr == MPI_SUCCESS)
+                    call MPI_Testany(2, reqs, idx, flag, MPI_STATUS_IGNORE, ierr)
+                end do
+                ok = idx == 1 .and. reqs(1) == MPI_REQUEST_NULL
+                call check(ok, 'ialltoallv + MPI_Testany: index 1, request freed')
+            end if
+            ok = ierr == MPI_SUCCESS
+            do j = 0, nranks - 1
+                do i = 1, rank + 1
+                    ok = ok .and. r(j * (rank + 1) + i) == j * 1000 + rank * 10 + i
+                end do
+            end do
+            call check(ok, 'alltoallv / ialltoallv')
+
+            ! reduce_scatter: rank j gets j + 1 elements of the sum
+            do i = 1, total
+                s(i) = rank * 7 + i
+            end do
+            r = -1
+            if (nb == 0) then
+                call MPI_Reduce_scatter(s, r, counts, MPI_INTEGER, MPI_SUM, &
+                                        MPI_COMM_WORLD, ierr)
+                call count(17)
+            else
+                call MPI_Ireduce_scatter(s, r, counts, MPI_INTEGER, MPI_SUM, &
+                                         MPI_COMM_WORLD, reqs(1), ierr)
+                call count(18)
+                done = 0
+                do while (done == 0 .and. ierr == MPI_SUCCESS)
+                    call MPI_Testsome(1, reqs, outcount, indices, sts, ierr)
+                    if (outcount == MPI_UNDEFINED) exit
+                    done = done + outcount
+                end do
+                call check(done == 1 .and. indices(1) == 1 .and. &
+                           reqs(1) == MPI_REQUEST_NULL, &
+                           'ireduce_scatter + MPI_Testsome: index 1, request freed')
+            end if
+            ok = ierr == MPI_SUCCESS
+            do i = 1, rank + 1
+                ok = ok .and. r(i) == 7 * (nranks * (nranks - 1) / 2) &
+                                     + nranks * (displs(rank + 1) + i)
+            end do
+            call check(ok, 'reduce_scatter / ireduce_scatter + MPI_Testsome')
+
+            ! reduce_scatter_block of 2 elements a rank, in place the second time
+            do i = 1, 2 * nranks
+                s(i) = rank * 7 + i
+            end do
+            r = -1
+            if (nb == 0) then
+                call MPI_Reduce_scatter_block(s, r, 2, MPI_INTEGER, MPI_SUM, &
+                                              MPI_COMM_WORLD, ierr)
+                call count(19)
+            else
+                r(1:2 * nranks) = s(1:2 * nranks)
+                call MPI_Ireduce_scatter_block(MPI_IN_PLACE, r, 2, MPI_INTEGER, MPI_SUM, &
+                                               MPI_COMM_WORLD, reqs(1), ierr)
+                call count(20)
+                call MPI_Wait(reqs(1), MPI_STATUS_IGNORE, ierr)
+            end if
+            ok = ierr == MPI_SUCCESS
+            do i = 1, 2
+                ok = ok .and. r(i) == 7 * (nranks * (nranks - 1) / 2) &
+                                     + nranks * (2 * rank + i)
+            end do
+            call check(ok, 'reduce_scatter_block / ireduce_scatter_block in place')
+
+            ! scatterv from the last rank: j + 1 elements j * 10 + i to rank j
+            do j = 0, nranks - 1
+                do i = 1, j + 1
+                    s(displs(j + 1) + i) = j * 10 + i
+                end do
+            end do
+            r = -1
+            if (nb == 0) then
+                call MPI_Scatterv(s, counts, displs, MPI_INTEGER, r, rank + 1, &
+                                  MPI_INTEGER, nranks - 1, MPI_COMM_WORLD, ierr)
+                call count(21)
+            else
+                call MPI_Iscatterv(s, counts, displs, MPI_INTEGER, r, rank + 1, &
+                                   MPI_INTEGER, nranks - 1, MPI_COMM_WORLD, reqs(1), ierr)
+                call count(22)
+                call MPI_Wait(reqs(1), MPI_STATUS_IGNORE, ierr)
+            end if
+            ok = ierr == MPI_SUCCESS
+            do i = 1, rank + 1
+                ok = ok .and. r(i) == rank * 10 + i
+            end do
+            call check(ok, 'scatterv / iscatterv')
+        end do
+    end subroutine t_vector
+
+    ! ialltoall, igather, iscatter and igatherv at once, completed by one
+    ! MPI_Waitall with statuses
+    subroutine t_nonblocking()
+        integer :: s(4 * nranks), r1(4 * nranks), r2(4 * nranks), r3(4), r4(4 * nranks)
+        integer :: counts(nranks), displs(nranks), reqs(4), sts(MPI_STATUS_SIZE, 4)
+        integer :: i, j
+        logical :: ok
+        do j = 0, nranks - 1
+            counts(j + 1) = 2
+            displs(j + 1) = 2 * (nranks - 1 - j)
+            do i = 1, 4
+                s(j * 4 + i) = rank * 1000 + j * 10 + i
+            end do
+        end do
+        r1 = -1
+        r2 = -1
+        r3 = -1
+        r4 = -1
+        call MPI_Ialltoall(s, 4, MPI_INTEGER, r1, 4, MPI_INTEGER, MPI_COMM_WORLD, &
+                           reqs(1), ierr)
+        ok = ierr == MPI_SUCCESS
+        call MPI_Igather(s, 4, MPI_INTEGER, r2, 4, MPI_INTEGER, 0, MPI_COMM_WORLD, &
+                         reqs(2), ierr)
+        ok = ok .and. ierr == MPI_SUCCESS
+        call MPI_Iscatter(s, 4, MPI_INTEGER, r3, 4, MPI_INTEGER, nranks - 1, &
+                          MPI_COMM_WORLD, reqs(3), ierr)
+        ok = ok .and. ierr == MPI_SUCCESS
+        call MPI_Igatherv(s, 2, MPI_INTEGER, r4, counts, displs, MPI_INTEGER, 0, &
+                          MPI_COMM_WORLD, reqs(4), ierr)
+        ok = ok .and. ierr == MPI_SUCCESS
+        call count(23)
+        call count(24)
+        call count(25)
+        call count(26)
+        call MPI_Waitall(4, reqs, sts, ierr)
+        ok = ok .and. ierr == MPI_SUCCESS .and. all(reqs == MPI_REQUEST_NULL)
+        do j = 0, nranks - 1
+            do i = 1, 4
+                ok = ok .and. r1(j * 4 + i) == j * 1000 + rank * 10 + i
+                if (rank == 0) ok = ok .and. r2(j * 4 + i) == j * 1000 + i
+            end do
+            do i = 1, 2
+                if (rank == 0) ok = ok .and. r4(displs(j + 1) + i) == j * 1000 + i
+            end do
+        end do
+        do i = 1, 4
+            ok = ok .and. r3(i) == (nranks - 1) * 1000 + rank * 10 + i
+        end do
+        call check(ok, 'ialltoall + igather + iscatter + igatherv + MPI_Waitall')
+    end subroutine t_nonblocking
 
     ! ierror: what the MPI library's own Fortran binding returns (PMPI_X,
     ! which collar does not wrap), under MPI_ERRORS_RETURN; arguments every
