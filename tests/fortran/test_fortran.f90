@@ -45,6 +45,7 @@ program test_fortran
     call t_others()
     call t_vector()
     call t_nonblocking()
+    call t_p2p()
     call t_errors()
 
     write (*, '(a,i0,a,i0,a,i0,a)') 'test_fortran: rank ', rank, ': ', &
@@ -708,6 +709,41 @@ contains
         end do
         call check(ok, 'ialltoall + igather + iscatter + igatherv + MPI_Waitall')
     end subroutine t_nonblocking
+
+    ! the program's own point-to-point requests through the same wait calls:
+    ! statuses converted back to Fortran (source, tag, count)
+    subroutine t_p2p()
+        integer :: sbuf(5), rbuf(5), reqs(2), sts(MPI_STATUS_SIZE, 2)
+        integer :: st(MPI_STATUS_SIZE), left, right, cnt, idx, round
+        logical :: ok
+        right = mod(rank + 1, nranks)
+        left = mod(rank + nranks - 1, nranks)
+        do round = 1, 2
+            sbuf = rank * 10 + round
+            rbuf = -1
+            ! the receive second: its status is the second of the array
+            call MPI_Isend(sbuf, 5 - round, MPI_INTEGER, right, 40 + rank, &
+                           MPI_COMM_WORLD, reqs(1), ierr)
+            call MPI_Irecv(rbuf, 5, MPI_INTEGER, MPI_ANY_SOURCE, MPI_ANY_TAG, &
+                           MPI_COMM_WORLD, reqs(2), ierr)
+            if (round == 1) then
+                call MPI_Waitall(2, reqs, sts, ierr)
+                st = sts(:, 2)
+            else
+                idx = 0
+                do while (idx /= 2 .and. idx /= MPI_UNDEFINED .and. ierr == MPI_SUCCESS)
+                    call MPI_Waitany(2, reqs, idx, st, ierr)
+                end do
+                call MPI_Wait(reqs(1), MPI_STATUS_IGNORE, ierr)
+            end if
+            call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+            ok = ierr == MPI_SUCCESS .and. st(MPI_SOURCE) == left &
+                 .and. st(MPI_TAG) == 40 + left .and. cnt == 5 - round &
+                 .and. all(rbuf(1:cnt) == left * 10 + round) &
+                 .and. all(reqs == MPI_REQUEST_NULL)
+            call check(ok, 'isend/irecv: the status of the receive')
+        end do
+    end subroutine t_p2p
 
     ! ierror: what the MPI library's own Fortran binding returns (PMPI_X,
     ! which collar does not wrap), under MPI_ERRORS_RETURN; arguments every
