@@ -52,6 +52,20 @@ AC_DEFUN([COLLAR_CHECK_FORTRAN], [
     ])
     AM_CONDITIONAL([COLLAR_FORTRAN], [test "x$collar_fortran" != xno])
 
+    # MPI_Allreduce_init (MPI-4; Open MPI 5 has it and says MPI_VERSION 3).
+    AS_IF([test "x$collar_fortran" != xno], [
+        AC_MSG_CHECKING([for MPI_Allreduce_init])
+        AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <mpi.h>]], [[
+            MPI_Request r;
+            int x = 0;
+            (void)MPI_Allreduce_init(&x, &x, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+                                     MPI_INFO_NULL, &r);]])],
+            [AC_MSG_RESULT([yes])
+             AC_DEFINE([COLLAR_HAVE_MPI_ALLREDUCE_INIT], [1],
+                       [the MPI library has MPI_Allreduce_init])],
+            [AC_MSG_RESULT([no])])
+    ])
+
     # The compiler wrapper for the tests.
     AS_IF([test -z "$MPIFC"], [
         collar_mpicc_base=`basename "$MPICC"`

@@ -8,10 +8,11 @@
  * mangling the MPI libraries export (mpi_allreduce, mpi_allreduce_,
  * mpi_allreduce__, MPI_ALLREDUCE), for MPI_Init(_thread), MPI_Finalize, the
  * collectives collar handles with their nonblocking forms, MPI_Allreduce_init
- * (MPI-4 libraries) and the calls that complete requests.  Each one converts
- * the Fortran handles and sentinels and calls the C binding MPI_X, not
- * PMPI_X: the C wrapper of collar when there is one, so that Fortran gets
- * everything collar does in C; the MPI library's own entry point when not.
+ * (where the library has it: configure's COLLAR_HAVE_MPI_ALLREDUCE_INIT) and
+ * the calls that complete requests.  Each one converts the Fortran handles
+ * and sentinels and calls the C binding MPI_X, not PMPI_X: the C wrapper of
+ * collar when there is one, so that Fortran gets everything collar does in
+ * C; the MPI library's own entry point when not.
  * The return code of the C call is the ierror argument, as the MPI library's
  * own Fortran binding gives it.
  *
@@ -214,7 +215,7 @@ static void f_iallreduce(void *sbuf, void *rbuf, MPI_Fint *count,
 }
 F_NAMES(mpi_iallreduce, MPI_IALLREDUCE, f_iallreduce);
 
-#if MPI_VERSION >= 4
+#ifdef COLLAR_HAVE_MPI_ALLREDUCE_INIT
 static void f_allreduce_init(void *sbuf, void *rbuf, MPI_Fint *count,
                              MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,
                              MPI_Fint *info, MPI_Fint *freq, MPI_Fint *ierr)
