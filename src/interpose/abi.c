@@ -32,6 +32,11 @@
  * reaches a collar wrapper (a call made before the check) passes on to the
  * program's library, as collar's own PMPI_* references now point there.
  *
+ * Two sonames of one ABI (Debian's libmpich.so.12, MPICH's and Intel MPI's
+ * libmpi.so.12) are no mismatch: collar's handles are the program's, so
+ * collar stays on and only the entries that resolve into collar's own copy
+ * of the library are pointed at the program's.
+ *
  * The check runs when libcollar.so loads (an ELF constructor: a program
  * linked against its MPI library is then fully redirected before main) and
  * again from collar_abi_ok(), which MPI_Init calls: by then a program that
@@ -104,6 +109,8 @@ static int nobjs;
 /* -1 not yet known, 1 ok, 0 mismatch (final). */
 static int abi_state = -1;
 static char built_soname[128] = "unknown";
+/* Two MPI libraries were found and the references redirected. */
+static int checked_pair;
 
 static int collect(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -212,6 +219,18 @@ static int needs(const abi_obj_t *o, const char *soname)
     return 0;
 }
 
+/* The binary interface a soname stands for: MPICH's libmpich.so.12 (Debian),
+ * MPICH's and Intel MPI's libmpi.so.12 are one ABI (the MPICH ABI
+ * initiative); Open MPI's libmpi.so.40 another (4.x and 5.0); the MPI-5
+ * standard ABI's libmpi_abi.so.1 a third. */
+static const char *abi_family(const char *soname)
+{
+    if (strcmp(soname, "libmpich.so.12") == 0 || strcmp(soname, "libmpi.so.12") == 0) {
+        return "MPICH ABI (libmpi.so.12)";
+    }
+    return soname;
+}
+
 #ifdef ABI_R_JUMP_SLOT
 /* Write one GOT entry, making a RELRO page writable for the time of it. */
 static void write_slot(const abi_obj_t *o, uintptr_t *slot, uintptr_t value)
@@ -236,9 +255,9 @@ static void write_slot(const abi_obj_t *o, uintptr_t *slot, uintptr_t value)
     }
 }
 
-/* Point the entries of o that resolve into collar (self) or collar's MPI
- * library (built) at the program's library (prog) where it defines the
- * symbol.  Returns the number of entries changed. */
+/* Point the entries of o that resolve into collar (self; NULL: not those)
+ * or collar's MPI library (built) at the program's library (prog) where it
+ * defines the symbol.  Returns the number of entries changed. */
 static int redirect_table(const abi_obj_t *o, const ElfW(Rela) *r, size_t bytes,
                           const abi_obj_t *self, const abi_obj_t *built,
                           const abi_obj_t *prog, void *prog_handle)
@@ -255,7 +274,7 @@ static int redirect_table(const abi_obj_t *o, const ElfW(Rela) *r, size_t bytes,
             continue;
         }
         void *now = dlsym(RTLD_DEFAULT, name);
-        if (now == NULL || !(contains(self, now) || (built && contains(built, now)))) {
+        if (now == NULL || !((self && contains(self, now)) || contains(built, now))) {
             continue;
         }
         void *want = own_symbol(prog, prog_handle, name);
@@ -343,7 +362,7 @@ static void library_version(void *handle, const abi_obj_t *prog, char *out, size
         snprintf(out, len, "%s", prog->soname);
     }
     /* libmpi.so.12 and libmpi_abi.so.1 of one MPICH say the same. */
-    if (own_symbol(prog, handle, "PMPI_Abi_get_version") != NULL) {
+    if (strncmp(prog->soname, "libmpi_abi.", 11) == 0) {
         char tmp[256];
         snprintf(tmp, sizeof(tmp), "the MPI-5 standard ABI of %.200s", out);
         snprintf(out, len, "%s", tmp);
@@ -392,25 +411,37 @@ static void check(void)
         }
     }
     if (built >= 0 && prog >= 0) {
-        abi_state = 0;
+        /* Two MPI libraries: whatever the dynamic linker bound to collar's
+         * goes to the program's.  Of one ABI (Debian's libmpich.so.12 and a
+         * wheel's libmpi.so.12), collar's handles are the program's: collar
+         * stays on, its own MPI calls to the program's library.  Else it
+         * stays off, and the program's calls skip its wrappers too. */
+        int same = strcmp(abi_family(objs[built].soname), abi_family(objs[prog].soname)) == 0;
+        abi_state = same ? 1 : 0;
         char version[256];
         library_version(prog_handle, &objs[prog], version, sizeof(version));
-        int n = redirect(&objs[self], &objs[self], &objs[built], &objs[prog], prog_handle);
+        const abi_obj_t *skip_to = same ? NULL : &objs[self];
+        int n = redirect(&objs[self], skip_to, &objs[built], &objs[prog], prog_handle);
         for (int i = 0; i < nobjs; i++) {
             if (i != self && i != built
                 && (i == prog || needs(&objs[i], objs[prog].soname))) {
-                n += redirect(&objs[i], &objs[self], &objs[built], &objs[prog], prog_handle);
+                n += redirect(&objs[i], skip_to, &objs[built], &objs[prog], prog_handle);
             }
         }
         const char *path = objs[prog].path[0] ? objs[prog].path : "the program";
-        if (lead_process()) {
+        if (!same && lead_process()) {
             collar_log_write(COLLAR_LOG_WARN, COLLAR_SUB_INIT, __FILE__, __LINE__,
                 "collar was built for %s (%s) but this program uses %s (%s, %s): "
                 "collar stays off and every MPI call goes to the program's MPI library "
                 "unchanged; build collar with that library's mpicc (see README)",
                 ABI_BUILT_NAME, objs[built].soname, version, objs[prog].soname, path);
         }
-        collar_debug(INIT, "%d MPI references redirected to %s", n, objs[prog].soname);
+        collar_debug(INIT, "collar built for %s, the program uses %s (%s): %s; "
+                     "%d MPI references redirected to it", objs[built].soname,
+                     objs[prog].soname, path, same ? "one ABI, collar stays on"
+                     : "another ABI, collar stays off", n);
+        /* Checked once: the redirection is done. */
+        checked_pair = 1;
     } else if (built >= 0 || nmpi == 0) {
         abi_state = 1;
     }
@@ -425,7 +456,7 @@ static void check(void)
 
 int collar_abi_ok(void)
 {
-    if (abi_state != 0) {
+    if (abi_state != 0 && !checked_pair) {
         check();
     }
     return abi_state != 0;

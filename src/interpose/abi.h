@@ -16,8 +16,9 @@
 #ifndef COLLAR_ABI_H
 #define COLLAR_ABI_H
 
-/* 1 when the program runs the MPI library collar was built for (or no other
- * MPI library is loaded yet); 0 when it runs another.  Call it in MPI_Init
+/* 1 when the program runs the MPI library collar was built for, one of the
+ * same ABI, or no other MPI library is loaded yet; 0 when it runs one of
+ * another ABI.  Call it in MPI_Init
  * and MPI_Init_thread before anything else: on 0, return PMPI_Init(...)
  * straight away (collar stays off; MPI_Finalize and every other wrapper
  * then see collar off).  The first call that finds a mismatch warns and
