@@ -125,6 +125,28 @@ abi_pair() {
     fi
 }
 
+# same_abi LIB LIBCOLLAR MPICC LAUNCHER: a program of another library of the
+# same ABI (MPICH 5's libmpi.so.12) under a collar built against Debian's
+# libmpich.so.12: no warning, collar on (a statistics report), results right.
+same_abi() {
+    local lib=$1 libcollar=$2 cc=$3 launcher=$4
+    local prog=$out/abi_prog.same-abi log=$logs/$lib-same-abi.log
+    "$cc" -O1 -o "$prog" "$top/tests/mpi/abi_prog.c" >"$log" 2>&1 \
+        || { row "$lib" "C same ABI" FAIL "does not build: see $log"; return; }
+    local rc=0
+    timeout -k 10 120 "$launcher" -np 3 env LD_PRELOAD="$libcollar" COLLAR_DEVICE=sim \
+        COLLAR_STATS=1 "$prog" >>"$log" 2>&1 || rc=$?
+    local ok warn stats
+    ok=$(grep -c "^abi_prog: rank [0-2] ok" "$log")
+    warn=$(grep -c "WARN INIT collar was built for" "$log")
+    stats=$(grep -c "# collar statistics" "$log")
+    if [ $rc -eq 0 ] && [ "$ok" -eq 3 ] && [ "$warn" -eq 0 ] && [ "$stats" -eq 1 ]; then
+        row "$lib" "C same ABI" PASS "$(basename "$libcollar" .so) for $(readelf -d "$libcollar" | sed -n 's/.*NEEDED.*\[\(libmpi[^]]*\)\].*/\1/p') under a $(readelf -d "$prog" | sed -n 's/.*NEEDED.*\[\(libmpi[^]]*\)\].*/\1/p') program: collar on, results right"
+    else
+        row "$lib" "C same ABI" FAIL "exit $rc, $ok ranks ok, $warn warnings, $stats reports: see $log"
+    fi
+}
+
 # client LIB CLIENT PYTHON LAUNCHER LIBCOLLAR [VAR=VALUE ...]
 client() {
     local lib=$1 name=$2 py=$3 launcher=$4 libcollar=$5
@@ -224,7 +246,13 @@ for lib in $libs; do
         c_check $lib "$d"
         run=$(sed -n 's/^MPIRUN = //p' "$d/tests/Makefile")
         case $lib in
-            mpich5) abi_pair $lib "$d/src/.libs/libcollar.so" "$prefix/bin/mpicc_abi" "$run" ;;
+            mpich5) abi_pair $lib "$d/src/.libs/libcollar.so" "$prefix/bin/mpicc_abi" "$run"
+                    for m in "$top/build-mpich" "$out/mpich4"; do
+                        if [ -r "$m/src/.libs/libcollar.so" ]; then
+                            same_abi $lib "$m/src/.libs/libcollar.so" "$prefix/bin/mpicc" "$run"
+                            break
+                        fi
+                    done ;;
             abi)    abi_pair $lib "$d/src/.libs/libcollar.so" "$prefix/bin/mpicc" "$run" ;;
         esac
         if [ $lib = abi ] && [ "$full" = 0 ]; then
@@ -241,7 +269,7 @@ for lib in $libs; do
         prefix=$(setup impi) || { row $lib install SKIP "$why"; continue; }
         # The MPICH-built collar (and the test programs, RUNPATH to the mpich
         # wheel) load Intel MPI's libmpi.so.12 through LD_LIBRARY_PATH.
-        c_check $lib "$d" MPIRUN="$prefix/bin/mpiexec" \
+        c_tests="mpi/allreduce_staged.test" c_check $lib "$d" MPIRUN="$prefix/bin/mpiexec" \
             LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" I_MPI_ROOT="$prefix"
         client $lib mpi4py4-wheel "$prefix/bin/python" "$prefix/bin/mpiexec" \
             "$d/src/.libs/libcollar.so" LD_LIBRARY_PATH="$prefix/lib" I_MPI_ROOT="$prefix"
