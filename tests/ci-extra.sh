@@ -9,12 +9,21 @@
 #   mpich   build-mpich/: ../configure MPICC=mpicc.mpich --without-cuda,
 #           make check (the tests launch with mpirun.mpich)
 #   (both: TEST_SKIP="$skip_again", see below)
+#   matrix  tests/matrix/run.sh: collar built against each MPI library
+#           users run (Debian's Open MPI 4.1 and MPICH 4.0: build/ and
+#           build-mpich/ reused; Open MPI 5.0, MPICH 5.0, Intel MPI 2021
+#           and the MPI-5 standard ABI from the package index's wheels, each
+#           in build-matrix/NAME/), two C tests against each wheel, and
+#           tests/python/test_clients.py under collar for each (library,
+#           mpi4py) pair; a wheel that cannot be installed is a SKIP in the
+#           table, one that installs and fails a FAIL (docs/mpi-libraries.md)
 #   fuzz    the tuning-table fuzzer (tests/fuzz/fuzz_table.c) for
 #           FUZZ_SECONDS (60) on a scratch copy of the committed corpus, in
 #           build-fuzz/; a crash fails CI and stays in build-fuzz/
 #
 # Each stage prints a header and its time; a summary comes last.  Expected
-# time on 2 cores: deps 0-1 min, asan ~6 min, mpich ~6 min, fuzz ~1.5 min.
+# time on 2 cores: deps 0-1 min, asan ~6 min, mpich ~6 min, matrix ~12
+# min (the wheels' first download and install included), fuzz ~1.5 min.
 # CI_EXTRA_STAGES="asan fuzz" runs some stages only (deps always runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,7 +55,7 @@ on_error() {
 trap on_error ERR
 
 wanted() {
-    case " ${CI_EXTRA_STAGES:-asan mpich fuzz} " in *" $1 "*) return 0 ;; esac
+    case " ${CI_EXTRA_STAGES:-asan mpich matrix fuzz} " in *" $1 "*) return 0 ;; esac
     return 1
 }
 
@@ -71,7 +80,7 @@ stage_begin deps
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 missing=""
-for p in mpich libmpich-dev clang libclang-rt-dev; do
+for p in mpich libmpich-dev clang libclang-rt-dev python3-venv python3-numpy python3-mpi4py; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
         || missing="$missing $p"
 done
@@ -148,6 +157,15 @@ if wanted mpich; then
         || { echo "ci-extra: FAIL: build-mpich does not launch with MPICH's mpirun"; false; }
     make -C build-mpich -j"$jobs" >build-mpich/make.out 2>&1 || { tail -60 build-mpich/make.out; false; }
     TEST_SKIP="$skip_again" check_in build-mpich
+    stage_end
+fi
+
+# ------------------------------------------------------------------ matrix
+if wanted matrix; then
+    stage_begin "matrix (MPI libraries x clients, build-matrix/)"
+    # The Debian libraries' builds come from the README build and the mpich
+    # stage when they ran; the table of results is the last thing printed.
+    bash tests/matrix/run.sh
     stage_end
 fi
 

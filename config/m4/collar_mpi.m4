@@ -33,6 +33,14 @@ AC_DEFUN([COLLAR_CHECK_MPI], [
 #error not Open MPI
 #endif
         ]])], [collar_mpi_flavor="Open MPI"])
+    # The MPI-5 standard ABI (MPICH's mpicc_abi: libmpi_abi.so) before
+    # MPICH: its mpi.h is the standard's, with no MPICH macros.
+    AS_IF([test "x$collar_mpi_flavor" = xunknown],
+      [AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <mpi.h>]], [[
+#if !defined(MPI_ABI_VERSION) || defined(MPICH_VERSION)
+#error not the MPI ABI
+#endif
+        ]])], [collar_mpi_flavor="MPI-5 ABI"])])
     AS_IF([test "x$collar_mpi_flavor" = xunknown],
       [AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <mpi.h>]], [[
 #ifndef MPICH
@@ -41,10 +49,23 @@ AC_DEFUN([COLLAR_CHECK_MPI], [
         ]])], [collar_mpi_flavor="MPICH"])])
     AC_MSG_RESULT([$collar_mpi_flavor])
 
+    # A wrapper outside the system's directories (an MPI in a prefix of its
+    # own, the venv of an MPI wheel from the Python package index) has its
+    # launcher beside it; Debian's mpicc.mpich and mpicc.openmpi share
+    # /usr/bin, where the name says which launcher matches (below).
+    AS_IF([test -z "$MPIRUN"], [
+        collar_mpicc_dir=`dirname "$collar_mpicc_path"`
+        AS_CASE([$collar_mpicc_dir], [/usr/bin|/bin], [], [
+            for collar_launcher in mpiexec mpirun; do
+                AS_IF([test -x "$collar_mpicc_dir/$collar_launcher"],
+                      [MPIRUN=$collar_mpicc_dir/$collar_launcher; break])
+            done])
+    ])
+
     # The launcher must belong to the same library as the wrapper.
     AS_IF([test -z "$MPIRUN"], [
         AS_CASE([$collar_mpi_flavor],
-          [MPICH], [AC_PATH_PROGS([MPIRUN], [mpirun.mpich mpiexec.mpich mpiexec.hydra mpirun mpiexec], [no])],
+          [MPICH|MPI-5*], [AC_PATH_PROGS([MPIRUN], [mpirun.mpich mpiexec.mpich mpiexec.hydra mpirun mpiexec], [no])],
           [Open*], [AC_PATH_PROGS([MPIRUN], [mpirun.openmpi orterun mpirun mpiexec], [no])],
           [AC_PATH_PROGS([MPIRUN], [mpirun mpiexec], [no])])
     ])

@@ -8,6 +8,7 @@
  */
 #include "config.h"
 #include "interpose.h"
+#include "abi.h"
 #include "collar.h"
 
 
@@ -150,6 +151,7 @@ static void collar_shutdown(void)
         return;
     }
     collar_run_drain();
+    collar_persist_finalize();
     collar_stats_report(MPI_COMM_WORLD);
     collar_check_finalize();
     collar_comm_finalize();
@@ -181,6 +183,11 @@ static int wants_thread_multiple(void)
 
 static int init_thread(int *argc, char ***argv, int required, int *provided)
 {
+    if (!collar_abi_ok()) {
+        /* Built for another MPI library (abi.c): collar stays off. */
+        state = STATE_DISABLED;
+        return PMPI_Init_thread(argc, argv, required, provided);
+    }
     int level = required;
     if (wants_thread_multiple() && required < MPI_THREAD_MULTIPLE) {
         level = MPI_THREAD_MULTIPLE;
@@ -201,6 +208,10 @@ static int init_thread(int *argc, char ***argv, int required, int *provided)
 
 COLLAR_EXPORT int MPI_Init(int *argc, char ***argv)
 {
+    if (!collar_abi_ok()) {
+        state = STATE_DISABLED;
+        return PMPI_Init(argc, argv);
+    }
     if (!wants_thread_multiple()) {
         int rc = PMPI_Init(argc, argv);
         if (rc == MPI_SUCCESS) {
