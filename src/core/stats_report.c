@@ -50,69 +50,116 @@ static const char *site_status(const report_t *r)
     return r->mode == COLLAR_STATS_CALLSITES ? "recorded" : "off";
 }
 
-static void print_text(FILE *out, const report_t *r, const char *host, long pid)
-{
-    uint64_t total = 0;
-    for (int k = 0; k < NKEYS; k++) {
-        total += r->usum[k * USUM_PER_KEY];
-    }
-    fprintf(out, "# collar statistics\n");
-    fprintf(out, "version: %s\n", PACKAGE_VERSION);
-    fprintf(out, "ranks: %d\n", r->nranks);
-    fprintf(out, "reporter: rank 0 host %s pid %ld\n", host, pid);
-    fprintf(out, "tuning: %s\n", r->tuning);
-    fprintf(out, "mode: %s\n", mode_name(r->mode));
-    if (r->mode == COLLAR_STATS_CALLSITES) {
-        fprintf(out, "depth: %ld\n", r->depth);
-    }
-    fprintf(out, "wall time: %.6f s\n", r->wall);
-    fprintf(out, "calls: %llu\n", (unsigned long long)total);
-    if (r->lost != 0) {
-        fprintf(out, "calls not counted: %llu\n", (unsigned long long)r->lost);
-    }
+/* ------------------------------------------------------------ one walk */
 
-    fprintf(out, "\n## by algorithm\n");
-    fprintf(out, "# calls, bytes, time_s: sum over ranks; _min, _mean, _max: "
-            "one rank's, over ranks\n");
-    fprintf(out, "# call_*_us: one call; MB/s: bytes / time_s\n");
-    fprintf(out, "# collective algorithm memory calls calls_min calls_mean calls_max "
-            "bytes bytes_min bytes_mean bytes_max time_s time_min_s time_mean_s "
-            "time_max_s call_min_us call_mean_us call_max_us MB/s\n");
-    int rows = 0;
+/* The report's sections, in order. */
+enum { SEC_ALGORITHM, SEC_SIZE, SEC_SITES, SEC_FALLBACKS, NSEC };
+
+/* One row of "by algorithm", worked out once for both formats. */
+typedef struct {
+    const char *coll, *alg, *mem;
+    uint64_t    calls, calls_min, calls_max;
+    double      calls_mean;
+    uint64_t    bytes, bytes_min, bytes_max;
+    double      bytes_mean;
+    double      time_s, time_min_s, time_mean_s, time_max_s;
+    double      call_min_us, call_mean_us, call_max_us;
+    double      mb_per_s;
+} alg_row_t;
+
+/* One row of "by message size". */
+typedef struct {
+    const char *coll, *alg, *mem;
+    char        lo[32], hi[32];    /* [bytes_lo, bytes_hi) */
+    uint64_t    calls, bytes;
+    double      time_s, mb_per_s;
+} size_row_t;
+
+/* One row of "by call site": the merged site and its frames' names. */
+typedef struct {
+    const site_row_t *site;
+    const char       *frames[COLLAR_STATS_MAX_DEPTH];
+    double            call_mean_us;
+} site_line_t;
+
+/* What the report says about itself, before the sections. */
+typedef struct {
+    const char *host;
+    long        pid;
+    uint64_t    calls;             /* sum over keys and ranks */
+    const char *site_status;       /* "recorded", "off", "unavailable" */
+    size_t      sites_shown;
+} head_t;
+
+/*
+ * A format: the walk calls begin, then for each section open, one row
+ * function per row (n counts the rows before it) and close, then end.
+ */
+typedef struct {
+    void (*begin)(FILE *out, const report_t *r, const head_t *h);
+    void (*open)(FILE *out, int section, const report_t *r, const head_t *h);
+    void (*algorithm)(FILE *out, const alg_row_t *row, size_t n);
+    void (*size)(FILE *out, const size_row_t *row, size_t n);
+    void (*site)(FILE *out, const site_line_t *row, size_t n);
+    void (*fallback)(FILE *out, const fallback_t *row, size_t n);
+    void (*close)(FILE *out, int section, size_t rows, const report_t *r, const head_t *h);
+    void (*end)(FILE *out);
+} format_t;
+
+static void alg_row(const report_t *r, int c, int a, int m, alg_row_t *row)
+{
+    unsigned k = key_index(c, a, m);
+    const uint64_t *us = &r->usum[k * USUM_PER_KEY];
+    const double *ds = &r->dsum[k * DSUM_PER_KEY];
+    double n = (double)r->nranks;
+    row->coll = coll_name(c);
+    row->alg = collar_alg_name((collar_alg_t)a);
+    row->mem = collar_mem_kind_name((collar_mem_kind_t)m);
+    row->calls = us[0];
+    row->calls_min = r->umin[k * 2];
+    row->calls_mean = (double)us[0] / n;
+    row->calls_max = r->umax[k * 2];
+    row->bytes = us[1];
+    row->bytes_min = r->umin[k * 2 + 1];
+    row->bytes_mean = (double)us[1] / n;
+    row->bytes_max = r->umax[k * 2 + 1];
+    row->time_s = ds[0];
+    row->time_min_s = r->dmin[k * 2];
+    row->time_mean_s = ds[0] / n;
+    row->time_max_s = r->dmax[k * 2];
+    row->call_min_us = r->dmin[k * 2 + 1] * 1e6;
+    row->call_mean_us = ds[0] / (double)us[0] * 1e6;
+    row->call_max_us = r->dmax[k * 2 + 1] * 1e6;
+    row->mb_per_s = mb_per_s((double)us[1], ds[0]);
+}
+
+static void walk(FILE *out, const report_t *r, const char *host, long pid,
+                 const format_t *fmt)
+{
+    head_t h = { host, pid, 0, site_status(r),
+                 r->nsites < TOP_SITES ? r->nsites : TOP_SITES };
+    for (int k = 0; k < NKEYS; k++) {
+        h.calls += r->usum[k * USUM_PER_KEY];
+    }
+    fmt->begin(out, r, &h);
+
+    size_t rows = 0;
+    fmt->open(out, SEC_ALGORITHM, r, &h);
     for (int c = 0; c < NCOLL; c++) {
         for (int a = 0; a < NALG; a++) {
             for (int m = 0; m < NMEM; m++) {
-                unsigned k = key_index(c, a, m);
-                const uint64_t *us = &r->usum[k * USUM_PER_KEY];
-                if (us[0] == 0) {
-                    continue;
+                if (r->usum[key_index(c, a, m) * USUM_PER_KEY] != 0) {
+                    alg_row_t row;
+                    alg_row(r, c, a, m, &row);
+                    fmt->algorithm(out, &row, rows++);
                 }
-                rows++;
-                const double *ds = &r->dsum[k * DSUM_PER_KEY];
-                double n = (double)r->nranks;
-                fprintf(out, "%-10s %-8s %-7s %llu %llu %.2f %llu %llu %llu %.2f %llu "
-                        "%.6f %.6f %.6f %.6f %.3f %.3f %.3f %.2f\n",
-                        coll_name(c), collar_alg_name((collar_alg_t)a),
-                        collar_mem_kind_name((collar_mem_kind_t)m),
-                        (unsigned long long)us[0], (unsigned long long)r->umin[k * 2],
-                        (double)us[0] / n, (unsigned long long)r->umax[k * 2],
-                        (unsigned long long)us[1], (unsigned long long)r->umin[k * 2 + 1],
-                        (double)us[1] / n, (unsigned long long)r->umax[k * 2 + 1],
-                        ds[0], r->dmin[k * 2], ds[0] / n, r->dmax[k * 2],
-                        r->dmin[k * 2 + 1] * 1e6, ds[0] / (double)us[0] * 1e6,
-                        r->dmax[k * 2 + 1] * 1e6, mb_per_s((double)us[1], ds[0]));
             }
         }
     }
-    if (rows == 0) {
-        fprintf(out, "(none)\n");
-    }
+    fmt->close(out, SEC_ALGORITHM, rows, r, &h);
 
-    fprintf(out, "\n## by message size\n");
-    fprintf(out, "# bucket [bytes_lo, bytes_hi) of one call's size; calls, bytes, "
-            "time_s: sum over ranks\n");
-    fprintf(out, "# collective algorithm memory bytes_lo bytes_hi calls bytes time_s MB/s\n");
     rows = 0;
+    fmt->open(out, SEC_SIZE, r, &h);
     for (int c = 0; c < NCOLL; c++) {
         for (int a = 0; a < NALG; a++) {
             for (int m = 0; m < NMEM; m++) {
@@ -120,69 +167,172 @@ static void print_text(FILE *out, const report_t *r, const char *host, long pid)
                 const uint64_t *us = &r->usum[k * USUM_PER_KEY];
                 const double *ds = &r->dsum[k * DSUM_PER_KEY];
                 for (unsigned b = 0; b < NBUCKETS; b++) {
-                    uint64_t calls = us[2 + b];
-                    uint64_t bytes = us[2 + NBUCKETS + b];
-                    if (calls == 0) {
+                    if (us[2 + b] == 0) {
                         continue;
                     }
-                    rows++;
-                    char lo[32], hi[32];
-                    bucket_bounds(b, lo, hi, sizeof(lo));
-                    fprintf(out, "%-10s %-8s %-7s %s %s %llu %llu %.6f %.2f\n",
-                            coll_name(c), collar_alg_name((collar_alg_t)a),
-                            collar_mem_kind_name((collar_mem_kind_t)m), lo, hi,
-                            (unsigned long long)calls, (unsigned long long)bytes,
-                            ds[1 + b], mb_per_s((double)bytes, ds[1 + b]));
+                    size_row_t row = {
+                        coll_name(c), collar_alg_name((collar_alg_t)a),
+                        collar_mem_kind_name((collar_mem_kind_t)m), "", "",
+                        us[2 + b], us[2 + NBUCKETS + b], ds[1 + b],
+                        mb_per_s((double)us[2 + NBUCKETS + b], ds[1 + b])
+                    };
+                    bucket_bounds(b, row.lo, row.hi, sizeof(row.lo));
+                    fmt->size(out, &row, rows++);
                 }
             }
         }
     }
-    if (rows == 0) {
-        fprintf(out, "(none)\n");
-    }
+    fmt->close(out, SEC_SIZE, rows, r, &h);
 
-    fprintf(out, "\n## by call site\n");
-    const char *status = site_status(r);
-    if (strcmp(status, "unavailable") == 0) {
-        fprintf(out, "call sites unavailable (built without libunwind)\n");
-    } else if (strcmp(status, "off") == 0) {
-        fprintf(out, "call sites not recorded (COLLAR_STATS=callsites records them)\n");
-    } else {
-        size_t shown = r->nsites < TOP_SITES ? r->nsites : TOP_SITES;
-        fprintf(out, "# %zu call sites, %zu shown, heaviest first; calls, bytes, "
-                "time_s: sum over ranks\n", r->nsites, shown);
-        fprintf(out, "# top calls bytes time_s call_mean_us ranks site\n");
-        for (size_t i = 0; i < shown; i++) {
-            const site_row_t *s = &r->sites[i];
-            fprintf(out, "%zu %llu %llu %.6f %.3f %d %s\n", i + 1,
-                    (unsigned long long)s->calls, (unsigned long long)s->bytes,
-                    s->time, s->calls ? s->time / (double)s->calls * 1e6 : 0.0,
-                    s->ranks, s->name);
+    fmt->open(out, SEC_SITES, r, &h);
+    for (size_t i = 0; i < h.sites_shown; i++) {
+        site_line_t row = { &r->sites[i], { NULL }, 0.0 };
+        const site_row_t *s = row.site;
+        for (int f = 0; f < s->nframes; f++) {
+            const frame_t *d = bsearch(&r->refs[s->first + (size_t)f], r->frames, r->nframes,
+                                       sizeof(frame_t), collar_stats_frame_cmp);
+            row.frames[f] = d != NULL && d->name != NULL ? d->name : "?";
         }
-        if (r->nsites == 0) {
+        row.call_mean_us = s->calls ? s->time / (double)s->calls * 1e6 : 0.0;
+        fmt->site(out, &row, i);
+    }
+    fmt->close(out, SEC_SITES, h.sites_shown, r, &h);
+
+    fmt->open(out, SEC_FALLBACKS, r, &h);
+    for (size_t i = 0; i < r->nfalls; i++) {
+        fmt->fallback(out, &r->falls[i], i);
+    }
+    fmt->close(out, SEC_FALLBACKS, r->nfalls, r, &h);
+    fmt->end(out);
+}
+
+/* ------------------------------------------------------------------ text */
+
+static void text_begin(FILE *out, const report_t *r, const head_t *h)
+{
+    fprintf(out, "# collar statistics\n");
+    fprintf(out, "version: %s\n", PACKAGE_VERSION);
+    fprintf(out, "ranks: %d\n", r->nranks);
+    fprintf(out, "reporter: rank 0 host %s pid %ld\n", h->host, h->pid);
+    fprintf(out, "tuning: %s\n", r->tuning);
+    fprintf(out, "mode: %s\n", mode_name(r->mode));
+    if (r->mode == COLLAR_STATS_CALLSITES) {
+        fprintf(out, "depth: %ld\n", r->depth);
+    }
+    fprintf(out, "wall time: %.6f s\n", r->wall);
+    fprintf(out, "calls: %llu\n", (unsigned long long)h->calls);
+    if (r->lost != 0) {
+        fprintf(out, "calls not counted: %llu\n", (unsigned long long)r->lost);
+    }
+}
+
+static void text_open(FILE *out, int section, const report_t *r, const head_t *h)
+{
+    switch (section) {
+    case SEC_ALGORITHM:
+        fprintf(out, "\n## by algorithm\n");
+        fprintf(out, "# calls, bytes, time_s: sum over ranks; _min, _mean, _max: "
+                "one rank's, over ranks\n");
+        fprintf(out, "# call_*_us: one call; MB/s: bytes / time_s\n");
+        fprintf(out, "# collective algorithm memory calls calls_min calls_mean calls_max "
+                "bytes bytes_min bytes_mean bytes_max time_s time_min_s time_mean_s "
+                "time_max_s call_min_us call_mean_us call_max_us MB/s\n");
+        break;
+    case SEC_SIZE:
+        fprintf(out, "\n## by message size\n");
+        fprintf(out, "# bucket [bytes_lo, bytes_hi) of one call's size; calls, bytes, "
+                "time_s: sum over ranks\n");
+        fprintf(out, "# collective algorithm memory bytes_lo bytes_hi calls bytes time_s "
+                "MB/s\n");
+        break;
+    case SEC_SITES:
+        fprintf(out, "\n## by call site\n");
+        if (strcmp(h->site_status, "unavailable") == 0) {
+            fprintf(out, "call sites unavailable (built without libunwind)\n");
+        } else if (strcmp(h->site_status, "off") == 0) {
+            fprintf(out, "call sites not recorded (COLLAR_STATS=callsites records them)\n");
+        } else {
+            fprintf(out, "# %zu call sites, %zu shown, heaviest first; calls, bytes, "
+                    "time_s: sum over ranks\n", r->nsites, h->sites_shown);
+            fprintf(out, "# top calls bytes time_s call_mean_us ranks site\n");
+        }
+        break;
+    default:
+        fprintf(out, "\n## fallbacks\n");
+        fprintf(out, "# count what (count: sum over ranks)\n");
+        break;
+    }
+}
+
+static void text_algorithm(FILE *out, const alg_row_t *x, size_t n)
+{
+    (void)n;
+    fprintf(out, "%-10s %-8s %-7s %llu %llu %.2f %llu %llu %llu %.2f %llu "
+            "%.6f %.6f %.6f %.6f %.3f %.3f %.3f %.2f\n", x->coll, x->alg, x->mem,
+            (unsigned long long)x->calls, (unsigned long long)x->calls_min, x->calls_mean,
+            (unsigned long long)x->calls_max, (unsigned long long)x->bytes,
+            (unsigned long long)x->bytes_min, x->bytes_mean,
+            (unsigned long long)x->bytes_max, x->time_s, x->time_min_s, x->time_mean_s,
+            x->time_max_s, x->call_min_us, x->call_mean_us, x->call_max_us, x->mb_per_s);
+}
+
+static void text_size(FILE *out, const size_row_t *x, size_t n)
+{
+    (void)n;
+    fprintf(out, "%-10s %-8s %-7s %s %s %llu %llu %.6f %.2f\n", x->coll, x->alg, x->mem,
+            x->lo, x->hi, (unsigned long long)x->calls, (unsigned long long)x->bytes,
+            x->time_s, x->mb_per_s);
+}
+
+static void text_site(FILE *out, const site_line_t *x, size_t n)
+{
+    const site_row_t *s = x->site;
+    fprintf(out, "%zu %llu %llu %.6f %.3f %d %s\n", n + 1, (unsigned long long)s->calls,
+            (unsigned long long)s->bytes, s->time, x->call_mean_us, s->ranks, s->name);
+}
+
+static void text_fallback(FILE *out, const fallback_t *x, size_t n)
+{
+    (void)n;
+    fprintf(out, "%llu %s\n", (unsigned long long)x->count, x->what);
+}
+
+static void text_close(FILE *out, int section, size_t rows, const report_t *r,
+                       const head_t *h)
+{
+    if (section != SEC_SITES) {
+        if (rows == 0) {
             fprintf(out, "(none)\n");
         }
-        if (r->nosite != 0) {
-            fprintf(out, "calls without a call site: %llu\n", (unsigned long long)r->nosite);
-        }
-        if (r->dropped != 0) {
-            fprintf(out, "call-site records dropped (gather limit): %llu\n",
-                    (unsigned long long)r->dropped);
-        }
+        return;
     }
-
-    fprintf(out, "\n## fallbacks\n");
-    fprintf(out, "# count what (count: sum over ranks)\n");
-    for (size_t i = 0; i < r->nfalls; i++) {
-        fprintf(out, "%llu %s\n", (unsigned long long)r->falls[i].count, r->falls[i].what);
+    if (strcmp(h->site_status, "recorded") != 0) {
+        return;
     }
-    if (r->nfalls == 0) {
+    if (r->nsites == 0) {
         fprintf(out, "(none)\n");
     }
+    if (r->nosite != 0) {
+        fprintf(out, "calls without a call site: %llu\n", (unsigned long long)r->nosite);
+    }
+    if (r->dropped != 0) {
+        fprintf(out, "call-site records dropped (gather limit): %llu\n",
+                (unsigned long long)r->dropped);
+    }
+}
+
+static void text_end(FILE *out)
+{
     fprintf(out, "\n# end of collar statistics\n");
 }
 
-/* A JSON string: escapes, and U+FFFD for bytes that are not UTF-8. */
+static const format_t text_format = {
+    text_begin, text_open, text_algorithm, text_size, text_site, text_fallback,
+    text_close, text_end
+};
+
+/* ------------------------------------------------------------------ JSON */
+
 static void json_str(FILE *out, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -232,123 +382,128 @@ static double json_num(double v)
     return v == v && v <= DBL_MAX && v >= -DBL_MAX ? v : 0.0;
 }
 
-static void print_json(FILE *out, const report_t *r, const char *host, long pid)
+
+static void json_begin(FILE *out, const report_t *r, const head_t *h)
 {
-    uint64_t total = 0;
-    for (int k = 0; k < NKEYS; k++) {
-        total += r->usum[k * USUM_PER_KEY];
-    }
     fprintf(out, "{\n  \"schema\": \"collar-stats/1\",\n  \"version\": ");
     json_str(out, PACKAGE_VERSION);
     fprintf(out, ",\n  \"ranks\": %d,\n  \"reporter\": {\"rank\": 0, \"host\": ", r->nranks);
-    json_str(out, host);
-    fprintf(out, ", \"pid\": %ld},\n  \"tuning\": ", pid);
+    json_str(out, h->host);
+    fprintf(out, ", \"pid\": %ld},\n  \"tuning\": ", h->pid);
     json_str(out, r->tuning);
     fprintf(out, ",\n  \"mode\": \"%s\",\n  \"depth\": %ld,\n  \"wall_time_s\": %.9g,\n"
             "  \"calls\": %llu,\n  \"calls_not_counted\": %llu,\n",
             mode_name(r->mode), r->mode == COLLAR_STATS_CALLSITES ? r->depth : 0,
-            json_num(r->wall), (unsigned long long)total, (unsigned long long)r->lost);
+            json_num(r->wall), (unsigned long long)h->calls, (unsigned long long)r->lost);
+}
 
-    fprintf(out, "  \"by_algorithm\": [");
-    int rows = 0;
-    for (int c = 0; c < NCOLL; c++) {
-        for (int a = 0; a < NALG; a++) {
-            for (int m = 0; m < NMEM; m++) {
-                unsigned k = key_index(c, a, m);
-                const uint64_t *us = &r->usum[k * USUM_PER_KEY];
-                if (us[0] == 0) {
-                    continue;
-                }
-                const double *ds = &r->dsum[k * DSUM_PER_KEY];
-                double n = (double)r->nranks;
-                fprintf(out, "%s\n    {\"collective\": \"%s\", \"algorithm\": \"%s\", "
-                        "\"memory\": \"%s\",\n", rows++ ? "," : "", coll_name(c),
-                        collar_alg_name((collar_alg_t)a),
-                        collar_mem_kind_name((collar_mem_kind_t)m));
-                fprintf(out, "     \"calls\": {\"total\": %llu, \"min\": %llu, \"mean\": %.9g, "
-                        "\"max\": %llu},\n", (unsigned long long)us[0],
-                        (unsigned long long)r->umin[k * 2], (double)us[0] / n,
-                        (unsigned long long)r->umax[k * 2]);
-                fprintf(out, "     \"bytes\": {\"total\": %llu, \"min\": %llu, \"mean\": %.9g, "
-                        "\"max\": %llu},\n", (unsigned long long)us[1],
-                        (unsigned long long)r->umin[k * 2 + 1], (double)us[1] / n,
-                        (unsigned long long)r->umax[k * 2 + 1]);
-                fprintf(out, "     \"time_s\": {\"total\": %.9g, \"min\": %.9g, \"mean\": %.9g, "
-                        "\"max\": %.9g},\n", json_num(ds[0]), json_num(r->dmin[k * 2]),
-                        json_num(ds[0] / n), json_num(r->dmax[k * 2]));
-                fprintf(out, "     \"call_us\": {\"min\": %.9g, \"mean\": %.9g, \"max\": %.9g},\n",
-                        json_num(r->dmin[k * 2 + 1] * 1e6),
-                        json_num(ds[0] / (double)us[0] * 1e6),
-                        json_num(r->dmax[k * 2 + 1] * 1e6));
-                fprintf(out, "     \"MB_per_s\": %.9g}", json_num(mb_per_s((double)us[1], ds[0])));
-            }
-        }
+static void json_open(FILE *out, int section, const report_t *r, const head_t *h)
+{
+    switch (section) {
+    case SEC_ALGORITHM:
+        fprintf(out, "  \"by_algorithm\": [");
+        break;
+    case SEC_SIZE:
+        fprintf(out, "  \"by_message_size\": [");
+        break;
+    case SEC_SITES:
+        fprintf(out, "  \"call_sites\": {\"status\": \"%s\", \"count\": %zu, \"shown\": %zu, "
+                "\"calls_without_site\": %llu, \"dropped\": %llu, \"sites\": [",
+                h->site_status, r->nsites, h->sites_shown, (unsigned long long)r->nosite,
+                (unsigned long long)r->dropped);
+        break;
+    default:
+        fprintf(out, "  \"fallbacks\": [");
+        break;
     }
-    fprintf(out, "%s],\n", rows ? "\n  " : "");
+}
 
-    fprintf(out, "  \"by_message_size\": [");
-    rows = 0;
-    for (int c = 0; c < NCOLL; c++) {
-        for (int a = 0; a < NALG; a++) {
-            for (int m = 0; m < NMEM; m++) {
-                unsigned k = key_index(c, a, m);
-                const uint64_t *us = &r->usum[k * USUM_PER_KEY];
-                const double *ds = &r->dsum[k * DSUM_PER_KEY];
-                for (unsigned b = 0; b < NBUCKETS; b++) {
-                    uint64_t calls = us[2 + b];
-                    uint64_t bytes = us[2 + NBUCKETS + b];
-                    if (calls == 0) {
-                        continue;
-                    }
-                    char lo[32], hi[32];
-                    bucket_bounds(b, lo, hi, sizeof(lo));
-                    fprintf(out, "%s\n    {\"collective\": \"%s\", \"algorithm\": \"%s\", "
-                            "\"memory\": \"%s\", \"bytes_lo\": %s, \"bytes_hi\": %s, "
-                            "\"calls\": %llu, \"bytes\": %llu, \"time_s\": %.9g, "
-                            "\"MB_per_s\": %.9g}", rows++ ? "," : "", coll_name(c),
-                            collar_alg_name((collar_alg_t)a),
-                            collar_mem_kind_name((collar_mem_kind_t)m), lo, hi,
-                            (unsigned long long)calls, (unsigned long long)bytes,
-                            json_num(ds[1 + b]),
-                            json_num(mb_per_s((double)bytes, ds[1 + b])));
-                }
-            }
-        }
-    }
-    fprintf(out, "%s],\n", rows ? "\n  " : "");
+static void json_algorithm(FILE *out, const alg_row_t *x, size_t n)
+{
+    fprintf(out, "%s\n    {\"collective\": \"%s\", \"algorithm\": \"%s\", \"memory\": \"%s\",\n",
+            n ? "," : "", x->coll, x->alg, x->mem);
+    fprintf(out, "     \"calls\": {\"total\": %llu, \"min\": %llu, \"mean\": %.9g, "
+            "\"max\": %llu},\n", (unsigned long long)x->calls,
+            (unsigned long long)x->calls_min, x->calls_mean, (unsigned long long)x->calls_max);
+    fprintf(out, "     \"bytes\": {\"total\": %llu, \"min\": %llu, \"mean\": %.9g, "
+            "\"max\": %llu},\n", (unsigned long long)x->bytes,
+            (unsigned long long)x->bytes_min, x->bytes_mean, (unsigned long long)x->bytes_max);
+    fprintf(out, "     \"time_s\": {\"total\": %.9g, \"min\": %.9g, \"mean\": %.9g, "
+            "\"max\": %.9g},\n", json_num(x->time_s), json_num(x->time_min_s),
+            json_num(x->time_mean_s), json_num(x->time_max_s));
+    fprintf(out, "     \"call_us\": {\"min\": %.9g, \"mean\": %.9g, \"max\": %.9g},\n",
+            json_num(x->call_min_us), json_num(x->call_mean_us), json_num(x->call_max_us));
+    fprintf(out, "     \"MB_per_s\": %.9g}", json_num(x->mb_per_s));
+}
 
-    const char *status = site_status(r);
-    size_t shown = r->nsites < TOP_SITES ? r->nsites : TOP_SITES;
-    fprintf(out, "  \"call_sites\": {\"status\": \"%s\", \"count\": %zu, \"shown\": %zu, "
-            "\"calls_without_site\": %llu, \"dropped\": %llu, \"sites\": [",
-            status, r->nsites, shown, (unsigned long long)r->nosite,
-            (unsigned long long)r->dropped);
-    for (size_t i = 0; i < shown; i++) {
-        const site_row_t *s = &r->sites[i];
-        fprintf(out, "%s\n    {\"site\": ", i ? "," : "");
-        json_str(out, s->name);
-        fprintf(out, ", \"frames\": [");
-        for (int f = 0; f < s->nframes; f++) {
-            const frame_t *ref = &r->refs[s->first + (size_t)f];
-            const frame_t *d = bsearch(ref, r->frames, r->nframes, sizeof(frame_t), collar_stats_frame_cmp);
-            fprintf(out, "%s", f ? ", " : "");
-            json_str(out, d != NULL && d->name != NULL ? d->name : "?");
-        }
-        fprintf(out, "],\n     \"calls\": %llu, \"bytes\": %llu, \"time_s\": %.9g, "
-                "\"call_mean_us\": %.9g, \"ranks\": %d}",
-                (unsigned long long)s->calls, (unsigned long long)s->bytes,
-                json_num(s->time),
-                json_num(s->calls ? s->time / (double)s->calls * 1e6 : 0.0), s->ranks);
-    }
-    fprintf(out, "%s]},\n", shown ? "\n  " : "");
+static void json_size(FILE *out, const size_row_t *x, size_t n)
+{
+    fprintf(out, "%s\n    {\"collective\": \"%s\", \"algorithm\": \"%s\", "
+            "\"memory\": \"%s\", \"bytes_lo\": %s, \"bytes_hi\": %s, "
+            "\"calls\": %llu, \"bytes\": %llu, \"time_s\": %.9g, "
+            "\"MB_per_s\": %.9g}", n ? "," : "", x->coll, x->alg, x->mem, x->lo, x->hi,
+            (unsigned long long)x->calls, (unsigned long long)x->bytes,
+            json_num(x->time_s), json_num(x->mb_per_s));
+}
 
-    fprintf(out, "  \"fallbacks\": [");
-    for (size_t i = 0; i < r->nfalls; i++) {
-        fprintf(out, "%s\n    {\"what\": ", i ? "," : "");
-        json_str(out, r->falls[i].what);
-        fprintf(out, ", \"count\": %llu}", (unsigned long long)r->falls[i].count);
+static void json_site(FILE *out, const site_line_t *x, size_t n)
+{
+    const site_row_t *s = x->site;
+    fprintf(out, "%s\n    {\"site\": ", n ? "," : "");
+    json_str(out, s->name);
+    fprintf(out, ", \"frames\": [");
+    for (int f = 0; f < s->nframes; f++) {
+        fprintf(out, "%s", f ? ", " : "");
+        json_str(out, x->frames[f]);
     }
-    fprintf(out, "%s]\n}\n", r->nfalls ? "\n  " : "");
+    fprintf(out, "],\n     \"calls\": %llu, \"bytes\": %llu, \"time_s\": %.9g, "
+            "\"call_mean_us\": %.9g, \"ranks\": %d}",
+            (unsigned long long)s->calls, (unsigned long long)s->bytes,
+            json_num(s->time), json_num(x->call_mean_us), s->ranks);
+}
+
+static void json_fallback(FILE *out, const fallback_t *x, size_t n)
+{
+    fprintf(out, "%s\n    {\"what\": ", n ? "," : "");
+    json_str(out, x->what);
+    fprintf(out, ", \"count\": %llu}", (unsigned long long)x->count);
+}
+
+static void json_close(FILE *out, int section, size_t rows, const report_t *r,
+                       const head_t *h)
+{
+    (void)r;
+    (void)h;
+    const char *nl = rows ? "\n  " : "";
+    switch (section) {
+    case SEC_SITES:
+        fprintf(out, "%s]},\n", nl);
+        break;
+    case SEC_FALLBACKS:
+        fprintf(out, "%s]\n", nl);
+        break;
+    default:
+        fprintf(out, "%s],\n", nl);
+        break;
+    }
+}
+
+static void json_end(FILE *out)
+{
+    fprintf(out, "}\n");
+}
+
+static const format_t json_format = {
+    json_begin, json_open, json_algorithm, json_size, json_site, json_fallback,
+    json_close, json_end
+};
+
+/* ------------------------------------------------------------ the output */
+
+void collar_stats_print(FILE *out, const report_t *r, const char *host, long pid,
+                        int json)
+{
+    walk(out, r, host, pid, json ? &json_format : &text_format);
 }
 
 /* Write the report in one piece: lines of other ranks or of the log do not
@@ -387,12 +542,3 @@ void collar_stats_write(const char *text, size_t len, int rank)
     }
 }
 
-void collar_stats_print(FILE *out, const report_t *r, const char *host, long pid,
-                        int json)
-{
-    if (json) {
-        print_json(out, r, host, pid);
-    } else {
-        print_text(out, r, host, pid);
-    }
-}
