@@ -71,29 +71,19 @@ typedef struct {
     int         bad;
 } unpack_t;
 
-static uint64_t get_u64(unpack_t *u)
+/* n bytes into v (left as they are when the buffer is short: bad). */
+static void get(unpack_t *u, void *v, size_t n)
 {
-    uint64_t v = 0;
-    if (u->bad || u->len - u->at < sizeof(v)) {
+    if (u->bad || u->len - u->at < n) {
         u->bad = 1;
-        return 0;
+        return;
     }
-    memcpy(&v, u->buf + u->at, sizeof(v));
-    u->at += sizeof(v);
-    return v;
+    memcpy(v, u->buf + u->at, n);
+    u->at += n;
 }
 
-static double get_f64(unpack_t *u)
-{
-    double v = 0;
-    if (u->bad || u->len - u->at < sizeof(v)) {
-        u->bad = 1;
-        return 0;
-    }
-    memcpy(&v, u->buf + u->at, sizeof(v));
-    u->at += sizeof(v);
-    return v;
-}
+static uint64_t get_u64(unpack_t *u) { uint64_t v = 0; get(u, &v, sizeof(v)); return v; }
+static double get_f64(unpack_t *u)   { double v = 0;   get(u, &v, sizeof(v)); return v; }
 
 static const char *get_str(unpack_t *u)
 {
