@@ -1,41 +1,69 @@
 /*
  * collar - statistics: naming call sites (COLLAR_STATS=callsites).
  *
- * Each rank turns the program counters of its call sites into (object
- * file, address within the object) with dladdr1(), pc - 1 so that the
- * address lies inside the call instruction -- position-independent
- * executables and shared libraries load at different addresses on
- * different ranks, an object-relative address is the same.  Rank 0 resolves
- * each distinct (object, address) once: addr2line (one process per object
- * for many addresses) for "function (file:line)", else dladdr's symbol,
- * else "object+0xaddress".
+ * The hot path stores raw return addresses (stats.c).  At the report each
+ * rank turns them into (object file, address within the object) with
+ * dladdr1(), pc - 1 so that the address lies inside the call instruction --
+ * position-independent executables and shared libraries load at different
+ * addresses on different ranks, an object-relative address is the same.
+ * Rank 0 then names each distinct (object, address) once, in process, with
+ * no helper program:
+ *   - with libdw (elfutils; configure: --with-libdw): "function (file:line)"
+ *     from the object's DWARF, found next to the object, through its
+ *     .gnu_debuglink or its build id (separate debug files included), else
+ *     the function from the object's symbol table;
+ *   - without it: the function as the recording rank's libunwind named it
+ *     from the symbol table (unw_get_proc_name), else dladdr's dynamic
+ *     symbol, else "object+0xaddress".
  */
 #include "config.h"
 #include "stats_int.h"
 
 #include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <link.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
-/* Addresses per addr2line process. */
-#define A2L_BATCH 128
-#define ADDR2LINE "/usr/bin/addr2line"
+#ifdef COLLAR_HAVE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdwfl.h>
+#endif
+#if defined(COLLAR_HAVE_LIBUNWIND) && !defined(COLLAR_HAVE_LIBDW)
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#endif
 
 /* ------------------------------------------- locating frames, per rank */
 
+/* The function around `a` in this process, as libunwind names it from the
+ * object's symbol table (static functions included, which dladdr cannot
+ * see), or "" when it cannot. */
+static void unwind_name(uintptr_t a, char *sym, size_t len)
+{
+#if defined(COLLAR_HAVE_LIBUNWIND) && !defined(COLLAR_HAVE_LIBDW)
+    unw_context_t ctx;
+    unw_cursor_t cursor;
+    char name[512];
+    unw_word_t off = 0;
+    if (unw_getcontext(&ctx) == 0 && unw_init_local(&cursor, &ctx) == 0
+        && unw_set_reg(&cursor, UNW_REG_IP, (unw_word_t)a) == 0
+        && unw_get_proc_name(&cursor, name, sizeof(name), &off) == 0) {
+        snprintf(sym, len, "%s", name);
+    }
+#else
+    (void)a;
+    (void)sym;
+    (void)len;
+#endif
+}
+
 /*
- * One frame as (object, address in the object, dladdr's symbol): the object
- * the return address lies in, the address minus the object's load bias --
- * what addr2line takes for shared libraries, position-independent and
- * ordinary executables alike.
+ * One frame as (object, address in the object, a symbol: the function, or
+ * dladdr's "symbol+0xoffset"): the object the
+ * return address lies in, the address minus the object's load bias -- the
+ * address in the object's own ELF headers and DWARF, for shared libraries,
+ * position-independent and ordinary executables alike.
  */
 void collar_stats_locate(void *pc, const char *exe, const char **obj,
                          uint64_t *addr, char *sym, size_t len)
@@ -51,7 +79,8 @@ void collar_stats_locate(void *pc, const char *exe, const char **obj,
     }
     *obj = lm->l_name != NULL && lm->l_name[0] != '\0' ? lm->l_name : exe;
     *addr = (uint64_t)(a - (uintptr_t)lm->l_addr);
-    if (info.dli_sname != NULL) {
+    unwind_name(a, sym, len);
+    if (sym[0] == '\0' && info.dli_sname != NULL) {
         snprintf(sym, len, "%s+0x%lx", info.dli_sname,
                  (unsigned long)(a - (uintptr_t)info.dli_saddr));
     }
@@ -84,22 +113,15 @@ void collar_stats_sanitize(char *s)
     }
 }
 
-/* One frame's name from addr2line's two lines (or NULLs), else from dladdr. */
-static char *frame_name(const frame_t *f, const char *func, const char *line)
+/* One frame's name from its function and source file and line (each may
+ * be NULL), else from the symbol the recording rank found. */
+static char *frame_name(const frame_t *f, const char *func, const char *file, int line)
 {
     char buf[2048];
     char where[1024] = "";
-    int have_func = func != NULL && func[0] != '\0' && strcmp(func, "??") != 0;
-    if (line != NULL && strncmp(line, "??", 2) != 0) {
-        snprintf(where, sizeof(where), "%s", base_name(line));
-        char *disc = strstr(where, " (discriminator");
-        if (disc != NULL) {
-            *disc = '\0';
-        }
-        size_t n = strlen(where);
-        if (n < 2 || strcmp(where + n - 2, ":0") == 0 || strcmp(where + n - 2, ":?") == 0) {
-            where[0] = '\0';
-        }
+    int have_func = func != NULL && func[0] != '\0';
+    if (file != NULL && file[0] != '\0' && line > 0) {
+        snprintf(where, sizeof(where), "%s:%d", base_name(file), line);
     }
     const char *obj = base_name(f->obj);
     unsigned long long addr = (unsigned long long)f->addr;
@@ -121,122 +143,105 @@ static char *frame_name(const frame_t *f, const char *func, const char *line)
     return name;
 }
 
-static void chomp(char *s)
+#ifdef COLLAR_HAVE_LIBDW
+/* C++ names readable, when the program has a C++ runtime to demangle them
+ * (a C program has no mangled names). */
+typedef char *(*demangle_fn_t)(const char *, char *, size_t *, int *);
+
+static char *demangle(const char *name)
 {
-    size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r')) {
-        s[--n] = '\0';
+    if (name == NULL || strncmp(name, "_Z", 2) != 0) {
+        return NULL;
     }
+    demangle_fn_t fn;
+    *(void **)&fn = dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    int status = -1;
+    char *out = fn != NULL ? fn(name, NULL, NULL, &status) : NULL;
+    if (status != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
 }
 
-/*
- * addr2line -f -C -e OBJECT ADDR...: two lines per address (function, then
- * file:line, "??" where unknown).  Run directly (no shell: object paths are
- * not quoted), without LD_PRELOAD (not collar again), its stderr discarded.
- * posix_spawn does not copy the address space, which matters to MPI
- * libraries with registered memory.  Frames it does not name keep
- * name == NULL.
- */
-static void addr2line_batch(frame_t *f, size_t n)
+static const Dwfl_Callbacks offline_callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
+
+/* The function inlined at `a`, if the address lies in inlined code: the
+ * innermost one, whose line dwfl_module_getsrc gives (as addr2line). */
+static const char *inlined_name(Dwfl_Module *mod, Dwarf_Addr a)
 {
-    char (*addrs)[24] = calloc(n, sizeof(*addrs));
-    char **argv = calloc(n + 6, sizeof(*argv));
-    size_t nenv = 0;
-    while (environ != NULL && environ[nenv] != NULL) {
-        nenv++;
-    }
-    char **envp = calloc(nenv + 1, sizeof(*envp));
-    int fds[2] = { -1, -1 };
-    posix_spawn_file_actions_t fa;
-    int fa_ok = 0;
-    pid_t pid = -1;
-    if (addrs == NULL || argv == NULL || envp == NULL || pipe2(fds, O_CLOEXEC) != 0) {
-        goto out;
-    }
-    for (size_t i = 0, e = 0; i < nenv; i++) {
-        if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0) {
-            envp[e++] = environ[i];
+    Dwarf_Addr bias = 0;
+    Dwarf_Die *cu = dwfl_module_addrdie(mod, a, &bias);
+    Dwarf_Die *scopes = NULL;
+    const char *name = NULL;
+    int n = cu != NULL ? dwarf_getscopes(cu, a - bias, &scopes) : 0;
+    for (int i = 0; i < n; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag == DW_TAG_inlined_subroutine) {
+            name = dwarf_diename(&scopes[i]);
+            break;
+        }
+        if (tag == DW_TAG_subprogram) {
+            break;
         }
     }
-    argv[0] = "addr2line";
-    argv[1] = "-f";
-    argv[2] = "-C";
-    argv[3] = "-e";
-    argv[4] = (char *)f[0].obj;
-    for (size_t i = 0; i < n; i++) {
-        snprintf(addrs[i], sizeof(addrs[i]), "0x%llx", (unsigned long long)f[i].addr);
-        argv[5 + i] = addrs[i];
+    free(scopes);
+    return name;
+}
+
+/* Name the frames f[0..n) of one object from its DWARF and symbols. */
+static void dwfl_names(frame_t *f, size_t n)
+{
+    Dwfl *dwfl = dwfl_begin(&offline_callbacks);
+    if (dwfl == NULL) {
+        return;
     }
-    if (posix_spawn_file_actions_init(&fa) != 0) {
-        goto out;
-    }
-    fa_ok = 1;
-    if (posix_spawn_file_actions_adddup2(&fa, fds[1], 1) != 0
-        || posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) != 0
-        || posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0) != 0
-        || posix_spawn(&pid, ADDR2LINE, &fa, NULL, argv, envp) != 0) {
-        pid = -1;
-        goto out;
-    }
-    close(fds[1]);
-    fds[1] = -1;
-    FILE *in = fdopen(fds[0], "r");
-    if (in != NULL) {
-        fds[0] = -1;
-        char *func = NULL, *line = NULL;
-        size_t funclen = 0, linelen = 0;
+    dwfl_report_begin(dwfl);
+    Dwfl_Module *mod = dwfl_report_offline(dwfl, f[0].obj, f[0].obj, -1);
+    dwfl_report_end(dwfl, NULL, NULL);
+    GElf_Addr bias = 0;
+    if (mod != NULL && dwfl_module_getelf(mod, &bias) != NULL) {
         for (size_t i = 0; i < n; i++) {
-            if (getline(&func, &funclen, in) < 0 || getline(&line, &linelen, in) < 0) {
-                break;
+            Dwarf_Addr a = (Dwarf_Addr)f[i].addr + bias;
+            const char *func = inlined_name(mod, a);
+            if (func == NULL) {
+                func = dwfl_module_addrname(mod, a);
             }
-            chomp(func);
-            chomp(line);
-            f[i].name = frame_name(&f[i], func, line);
-        }
-        free(func);
-        free(line);
-        fclose(in);
-    }
-out:
-    if (fds[0] >= 0) {
-        close(fds[0]);
-    }
-    if (fds[1] >= 0) {
-        close(fds[1]);
-    }
-    if (pid > 0) {
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+            char *readable = demangle(func);
+            Dwfl_Line *line = dwfl_module_getsrc(mod, a);
+            int lineno = 0;
+            const char *file = line != NULL
+                               ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
+            f[i].name = frame_name(&f[i], readable ? readable : func, file, lineno);
+            free(readable);
         }
     }
-    if (fa_ok) {
-        posix_spawn_file_actions_destroy(&fa);
-    }
-    free(envp);
-    free(argv);
-    free(addrs);
+    dwfl_end(dwfl);
 }
+#endif
 
-/* Name every distinct frame (sorted by object): addr2line where it can. */
+/* Name every distinct frame (sorted by object), each object read once. */
 void collar_stats_resolve(frame_t *f, size_t n)
 {
-    int have_a2l = access(ADDR2LINE, X_OK) == 0;
     for (size_t i = 0; i < n;) {
         size_t j = i;
         while (j < n && strcmp(f[j].obj, f[i].obj) == 0) {
             j++;
         }
-        if (have_a2l && f[i].obj[0] == '/' && access(f[i].obj, R_OK) == 0) {
-            for (size_t k = i; k < j; k += A2L_BATCH) {
-                addr2line_batch(&f[k], j - k < A2L_BATCH ? j - k : A2L_BATCH);
-            }
+#ifdef COLLAR_HAVE_LIBDW
+        if (f[i].obj[0] == '/' && access(f[i].obj, R_OK) == 0) {
+            dwfl_names(&f[i], j - i);
         }
+#endif
         for (size_t k = i; k < j; k++) {
             if (f[k].name == NULL) {
-                f[k].name = frame_name(&f[k], NULL, NULL);
+                f[k].name = frame_name(&f[k], NULL, NULL, 0);
             }
         }
         i = j;
     }
 }
-
