@@ -333,6 +333,33 @@ static int cmp_point(const void *a, const void *b)
     return (x->bytes > y->bytes) - (x->bytes < y->bytes);
 }
 
+/*
+ * Measure the next point of t at `bytes` (collective over comm; prev: the
+ * previous size's winner), share it with every rank and keep it.  A point
+ * cut short by the time limit is not kept (the candidates it did not
+ * measure might have won; the last winner covers the rest): returns NULL
+ * then, else the point.
+ */
+static point_t *take_point(MPI_Comm comm, tuned_t *t, size_t bytes, int refined,
+                           const cand_t *prev)
+{
+    point_t *p = &t->points[t->npoints];
+    memset(p, 0, sizeof(*p));
+    p->bytes = bytes;
+    p->refined = refined;
+    int d = measure_point(comm, t->ranks, p, prev, 1, 0);
+    bcast_point(p, comm);
+    if (d == STOP_TIME) {
+        time_up = 1;
+        time_up_bytes = p->bytes;
+        time_up_ranks = t->ranks;
+        return NULL;
+    }
+    report_point(t->ranks, p);
+    t->npoints++;
+    return p;
+}
+
 static void tune_ranks(MPI_Comm comm, tuned_t *t)
 {
     const double step = opt.quick ? 4 : 2;
@@ -341,41 +368,18 @@ static void tune_ranks(MPI_Comm comm, tuned_t *t)
     point_t *last_grid = NULL;
     t->npoints = 0;
     for (;;) {
-        point_t *p = &t->points[t->npoints];
-        memset(p, 0, sizeof(*p));
-        p->bytes = bytes / 4 * 4;
-        int d = measure_point(comm, t->ranks, p, prev, 1, 0);
-        bcast_point(p, comm);
-        if (d == STOP_TIME) {
-            time_up = 1;
-            time_up_bytes = p->bytes;
-            time_up_ranks = t->ranks;
-            /* A point cut short is not kept: the candidates it did not
-             * measure might have won.  The last winner covers the rest. */
+        point_t *p = take_point(comm, t, bytes / 4 * 4, 0, prev);
+        if (p == NULL) {
             break;
         }
-        report_point(t->ranks, p);
-        t->npoints++;
         /* A crossover between this size and the previous grid size: measure
          * the geometric midpoint once. */
         size_t mid = last_grid != NULL ? tune_refine_size(last_grid, p) : 0;
         if (mid != 0 && t->npoints < MAX_POINTS) {
-            point_t *q = &t->points[t->npoints];
-            memset(q, 0, sizeof(*q));
-            q->bytes = mid;
-            q->refined = 1;
             work_total += work_of(mid, tune_candidates(&opt, mid, (cand_t[MAX_CANDS]){{0}}));
-            d = measure_point(comm, t->ranks, q,
-                              &last_grid->meas[last_grid->winner].cand, 1, 0);
-            bcast_point(q, comm);
-            if (d == STOP_TIME) {
-                time_up = 1;
-                time_up_bytes = q->bytes;
-                time_up_ranks = t->ranks;
+            if (take_point(comm, t, mid, 1, &last_grid->meas[last_grid->winner].cand) == NULL) {
                 break;
             }
-            report_point(t->ranks, q);
-            t->npoints++;
         }
         last_grid = p;
         /* p may have moved in the array order only after sorting, which
