@@ -1,6 +1,7 @@
 #!/bin/sh
 # Set up collar on a fresh Debian (12) machine, in one command:
 #   1. install the packages that are missing (apt-get; sudo when not root;
+#      libdw-dev names call sites in statistics, COLLAR_STATS=callsites;
 #      mpi4py and numpy are for the tests, tests/mpi/mpi4py.test),
 #   2. build collar in ./build (autogen, configure, make),
 #   3. run the demo: an allreduce under collar on the sim device, 2 ranks,
@@ -10,7 +11,7 @@ set -eu
 cd "$(dirname "$0")"
 
 packages="build-essential autoconf automake libtool pkg-config openmpi-bin
-libopenmpi-dev libunwind-dev python3-mpi4py python3-numpy"
+libopenmpi-dev libunwind-dev libdw-dev python3-mpi4py python3-numpy"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

@@ -1,10 +1,11 @@
 /*
- * collar - core layer: status codes, logging, configuration, the device
- * interface the schedule engine drives, private communicators, selection and
- * the schedule engine itself.
+ * collar - core layer: status codes (status.h), logging, configuration, the
+ * device interface the schedule engine drives and the staging pools
+ * (device.h), private communicators, selection and the schedule engine
+ * itself.
  *
  * The core knows MPI (through PMPI_* only) and the reductions layer; device
- * backends (src/mem/) implement the collar_device_t interface declared here,
+ * backends (src/mem/) implement the collar_device_t interface of device.h,
  * algorithms (src/algo/) build schedules, and the interposition layer
  * (src/interpose/) ties it all to the exported MPI_* symbols.
  */
@@ -20,38 +21,9 @@
 
 #include "../reduce/reduce.h"
 
-/* ------------------------------------------------------------------ status */
-
-typedef enum {
-    COLLAR_OK              =  0,
-    COLLAR_INPROGRESS      =  1,  /* not an error: try again later */
-    COLLAR_ERR_NO_MEMORY   = -1,
-    COLLAR_ERR_INVALID     = -2,
-    COLLAR_ERR_MPI         = -3,  /* the MPI library returned an error */
-    COLLAR_ERR_DEVICE      = -4,  /* a device operation failed */
-    COLLAR_ERR_UNSUPPORTED = -5,  /* not possible with this algorithm */
-    COLLAR_ERR_UNAVAILABLE = -6   /* a backend or feature is absent */
-} collar_status_t;
-
-const char *collar_status_string(collar_status_t status);
-
-/* Evaluate `call`; on error return its status. */
-#define COLLAR_CHECK(call)                                                    \
-    do {                                                                      \
-        collar_status_t collar_check_st_ = (call);                            \
-        if (collar_check_st_ < 0) {                                           \
-            return collar_check_st_;                                          \
-        }                                                                     \
-    } while (0)
-
-/* Evaluate `call` into `status`; on error jump to `label`. */
-#define COLLAR_CHECK_GOTO(call, status, label)                                \
-    do {                                                                      \
-        (status) = (call);                                                    \
-        if ((status) < 0) {                                                   \
-            goto label;                                                       \
-        }                                                                     \
-    } while (0)
+/* Status codes: status.h.  The device interface and the staging pools:
+ * device.h.  Both are part of the core and come with this header. */
+#include "status.h"
 
 /* ------------------------------------------------------------------ logging */
 
@@ -218,66 +190,7 @@ void collar_format_size(size_t bytes, char *buf, size_t len);
 /* For people: "4 KiB", "1.5 MiB", "12 B". */
 void collar_format_bytes(size_t bytes, char *buf, size_t len);
 
-/* ------------------------------------------------------------------ device */
-
-typedef enum {
-    COLLAR_MEM_HOST,
-    COLLAR_MEM_DEVICE,
-    COLLAR_MEM_MANAGED
-} collar_mem_kind_t;
-
-const char *collar_mem_kind_name(collar_mem_kind_t kind);
-
-typedef struct collar_stream collar_stream_t;  /* defined by each backend */
-
-/* Completion of one asynchronous device operation. */
-typedef struct {
-    collar_stream_t *stream;
-    uint64_t         ticket;
-    void            *handle;
-} collar_event_t;
-
-/*
- * What the schedule engine needs of a device.  Asynchronous operations are
- * queued on a stream in order and fill `done`, which event_query() polls.
- */
-typedef struct collar_device {
-    const char *name;
-    /* COLLAR_ERR_UNAVAILABLE when the backend cannot run here. */
-    collar_status_t (*init)(void);
-    void (*finalize)(void);
-    /* Memory kind of the buffer at `ptr`. */
-    collar_status_t (*mem_query)(const void *ptr, collar_mem_kind_t *kind);
-    /* Host memory the device can copy to and from quickly (pinned). */
-    collar_status_t (*host_alloc)(size_t bytes, void **ptr);
-    void (*host_free)(void *ptr);
-    /* Device memory for scratch (the sim device's is host memory). */
-    collar_status_t (*dev_alloc)(size_t bytes, void **ptr);
-    void (*dev_free)(void *ptr);
-    /* Streams are numbered 0 .. nstreams() - 1. */
-    int (*nstreams)(void);
-    collar_status_t (*copy_async)(void *dst, const void *src, size_t bytes,
-                                  int stream, collar_event_t *done);
-    /* 1 when reduce_async can do the pair. */
-    int (*reduce_supported)(collar_dtype_t dt, collar_op_t op);
-    collar_status_t (*reduce_async)(void *inout, const void *in, size_t count,
-                                    collar_dtype_t dt, collar_op_t op,
-                                    int stream, collar_event_t *done);
-    /* COLLAR_OK when complete, COLLAR_INPROGRESS when not, or an error. */
-    collar_status_t (*event_query)(collar_event_t *ev);
-    /* Make later stream work see what the caller queued on the device. */
-    collar_status_t (*order_after_caller)(void);
-    /* Optional (NULL: one device, 0).  The device ordinal of the scratch
-     * buffer at `ptr`, or for ptr NULL the device new scratch for the call
-     * being set up in this thread goes to: the scratch pool keeps buffers
-     * per device. */
-    int (*scratch_device)(const void *ptr);
-    /* Optional (NULL: cannot tell): 1 when [ptr, ptr + bytes) overlaps
-     * device scratch from dev_alloc.  The sim device keeps a registry of
-     * its scratch, so that COLLAR_SIM_STRICT can catch device scratch
-     * handed to an MPI library that does not take device pointers. */
-    int (*is_dev_scratch)(const void *ptr, size_t bytes);
-} collar_device_t;
+#include "device.h"
 
 /* ----------------------------------------------------- private communicator */
 
@@ -677,19 +590,5 @@ collar_status_t collar_sched_add_agree(collar_sched_t *s, int after_all);
  * or not: see s->status), COLLAR_INPROGRESS otherwise.
  */
 collar_status_t collar_sched_progress(collar_sched_t *s);
-
-/* Staging pool (pinned host memory from the device), bounded and reused. */
-collar_status_t collar_pool_get(const collar_device_t *dev, size_t bytes,
-                                void **ptr);
-void collar_pool_put(const collar_device_t *dev, void *ptr, size_t bytes);
-/* The same for device scratch (dev->dev_alloc). */
-collar_status_t collar_scratch_get(const collar_device_t *dev, size_t bytes,
-                                   void **ptr);
-void collar_scratch_put(const collar_device_t *dev, void *ptr, size_t bytes);
-/* Free what both pools keep (MPI_Finalize). */
-void collar_pool_release_all(void);
-/* The size the pools allocate for `bytes`: the next power of two from
- * 4 KiB up to 4 MiB, the next multiple of 2 MiB above; 0 when too large. */
-size_t collar_pool_round(size_t bytes);
 
 #endif /* COLLAR_CORE_H */

@@ -1,0 +1,468 @@
+/*
+ * collar-tune: what it writes -- the tuning table (checked by parsing it
+ * back before it replaces the file), the CSV of every measurement, the
+ * gnuplot data and script, and the progress line on a terminal.  Rank 0
+ * only.
+ */
+#include "tune.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ----------------------------------------------------------------- system */
+
+static void cpu_model(char *buf, size_t len)
+{
+    snprintf(buf, len, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f == NULL) {
+        return;
+    }
+    char line[512];
+    int ncpu = 0;
+    char model[256] = "";
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "processor", 9) == 0) {
+            ncpu++;
+        }
+        if (!model[0] && strncmp(line, "model name", 10) == 0) {
+            char *c = strchr(line, ':');
+            if (c != NULL) {
+                c++;
+                while (*c == ' ' || *c == '\t') {
+                    c++;
+                }
+                c[strcspn(c, "\n")] = '\0';
+                snprintf(model, sizeof(model), "%s", c);
+            }
+        }
+    }
+    fclose(f);
+    if (model[0]) {
+        snprintf(buf, len, "%s (%d CPUs)", model, ncpu);
+    }
+}
+
+static void mpi_library(char *buf, size_t len)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int n = 0;
+    MPI_Get_library_version(lib, &n);
+    lib[strcspn(lib, "\n")] = '\0';
+    /* Open MPI: "Open MPI v4.1.4, package: ..., ident: ..." -> first part. */
+    char *comma = strchr(lib, ',');
+    if (comma != NULL) {
+        *comma = '\0';
+    }
+    snprintf(buf, len, "%s", lib[0] ? lib : "unknown MPI");
+}
+/* ------------------------------------------------------------ formatting */
+
+void fmt_cand(const cand_t *c, char *buf, size_t len)
+{
+    if (c->alg == COLLAR_ALG_AUTO) {
+        snprintf(buf, len, "rules in force");
+    } else if (tune_takes_chunk(c->alg)) {
+        char s[32];
+        collar_format_size(c->chunk, s, sizeof(s));
+        snprintf(buf, len, "%s chunk=%s", collar_alg_name(c->alg), s);
+    } else {
+        snprintf(buf, len, "%s", collar_alg_name(c->alg));
+    }
+}
+
+void fmt_duration(double s, char *buf, size_t len)
+{
+    if (s < 0) {
+        s = 0;
+    }
+    long t = (long)(s + 0.5);
+    if (s < 10) {
+        snprintf(buf, len, "%.1fs", s);
+    } else if (t >= 3600) {
+        snprintf(buf, len, "%ldh%02ldm", t / 3600, t / 60 % 60);
+    } else if (t >= 60) {
+        snprintf(buf, len, "%ldm%02lds", t / 60, t % 60);
+    } else {
+        snprintf(buf, len, "%lds", t);
+    }
+}
+
+/* ---------------------------------------------------------------- progress */
+
+double work_of(size_t bytes, int ncand)
+{
+    /* Roughly proportional to the time a point takes: a fixed part (the
+     * latency-bound reps) plus the bytes moved. */
+    return (double)ncand * ((double)bytes + 256.0 * 1024);
+}
+
+void progress(int ranks, size_t bytes, const cand_t *c)
+{
+    if (!progress_tty || world_rank != 0) {
+        return;
+    }
+    double frac = work_total > 0 ? work_done / work_total : 0;
+    if (frac > 1) {
+        frac = 1;
+    }
+    double el = MPI_Wtime() - t_start;
+    char size[32], cand[64], left[32] = "?";
+    collar_format_bytes(bytes, size, sizeof(size));
+    fmt_cand(c, cand, sizeof(cand));
+    if (frac > 0.02) {
+        double rem = el / frac * (1 - frac);
+        if (rem > opt.time_limit - el) {
+            rem = opt.time_limit - el;
+        }
+        fmt_duration(rem, left, sizeof(left));
+    }
+    fprintf(stderr, "\r\033[K" PROG ": %d ranks, %s, %s  %3.0f%%  ~%s left",
+            ranks, size, cand, 100 * frac, left);
+    fflush(stderr);
+}
+
+void progress_clear(void)
+{
+    if (progress_tty && world_rank == 0) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+    }
+}
+
+/* ------------------------------------------------------------- per point */
+
+void csv_row(int ranks, size_t bytes, const meas_t *m)
+{
+    if (csv_out == NULL || m->state == MEAS_NONE) {
+        return;
+    }
+    fprintf(csv_out, "%d,%zu,%s,%zu,%d,%.3f,%.3f,%.3f,%.4f\n", ranks, bytes,
+            m->cand.alg == COLLAR_ALG_AUTO ? "auto" : collar_alg_name(m->cand.alg),
+            m->cand.chunk, m->reps, m->median * 1e6, m->min * 1e6, m->max * 1e6,
+            m->spread);
+    fflush(csv_out);
+}
+
+
+void report_point(int ranks, const point_t *p)
+{
+    if (world_rank != 0 || progress_tty) {
+        return;
+    }
+    char size[32], win[64] = "no result";
+    collar_format_bytes(p->bytes, size, sizeof(size));
+    if (p->winner >= 0) {
+        fmt_cand(&p->meas[p->winner].cand, win, sizeof(win));
+    }
+    fprintf(stderr, PROG ": %d ranks, %s%s: %s (%.1f us)\n", ranks, size,
+            p->refined ? " (crossover)" : "", win,
+            p->winner >= 0 ? p->meas[p->winner].median * 1e6 : 0.0);
+}
+
+/* ------------------------------------------------------------ the table */
+
+typedef struct {
+    char  *buf;
+    size_t len, cap;
+} text_t;
+
+static void tprintf(text_t *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf ? t->buf + t->len : NULL,
+                          t->buf ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            return;
+        }
+        if (t->buf != NULL && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = (t->cap ? t->cap * 2 : 8192) + (size_t)n;
+        char *b = realloc(t->buf, cap);
+        if (b == NULL) {
+            fail("out of memory");
+        }
+        t->buf = b;
+        t->cap = cap;
+    }
+}
+
+static void system_header(text_t *tx, const char *what)
+{
+    char host[256] = "unknown host", cpu[300], mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    gethostname(host, sizeof(host) - 1);
+    host[sizeof(host) - 1] = '\0';
+    cpu_model(cpu, sizeof(cpu));
+    mpi_library(mpi, sizeof(mpi));
+    /* The system comment ends at a middle dot: keep them out of it. */
+    tprintf(tx, "# collar tuning table · system: %s, %s, %s\n", host, cpu, mpi);
+    time_t now = time(NULL);
+    char date[64];
+    strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %z", localtime(&now));
+    tprintf(tx, "# %s by collar-tune %s (libcollar %s) on %s\n", what,
+            PACKAGE_VERSION, lib_version ? lib_version() : "?", date);
+    const char *dev = getenv("COLLAR_DEVICE");
+    if (!opt.device) {
+        tprintf(tx, "# GPU: not used (host memory tuned)\n");
+    } else if (collar_cfg.device == COLLAR_DEVICE_SIM) {
+        tprintf(tx, "# GPU: none (sim device)\n");
+    } else {
+        tprintf(tx, "# GPU: %s\n", dev ? dev : "auto");
+    }
+    tprintf(tx, "# MPI library: %s\n", mpi);
+    if (collar_cfg.device == COLLAR_DEVICE_SIM && opt.device) {
+        char bw[32];
+        collar_format_size(collar_cfg.sim_bandwidth, bw, sizeof(bw));
+        tprintf(tx, "# This table models a GPU on collar's sim device (host memory "
+                "posing as device\n# memory, copy bandwidth %s/s, copy latency "
+                "%ld us modelled by COLLAR_SIM_BANDWIDTH\n# and COLLAR_SIM_LATENCY): "
+                "it was not measured on a GPU.\n",
+                collar_cfg.sim_bandwidth ? bw : "unlimited",
+                collar_cfg.sim_latency_us);
+    }
+}
+
+/* The whole table as text (rank 0). */
+static void build_table(text_t *tx, double elapsed)
+{
+    system_header(tx, "measured");
+    tprintf(tx, "# job: %d ranks; tuned communicator sizes:", world_size);
+    for (int i = 0; i < ntuned; i++) {
+        tprintf(tx, " %d", tuned[i].ranks);
+    }
+    char mn[32], mx[32], tm[32];
+    collar_format_size(opt.min, mn, sizeof(mn));
+    collar_format_size(opt.max, mx, sizeof(mx));
+    fmt_duration(elapsed, tm, sizeof(tm));
+    tprintf(tx, "; memory: %s; sizes %s to %s (x%d grid); took %s\n",
+            opt.device ? "device" : "host", mn, mx, opt.quick ? 4 : 2, tm);
+    tprintf(tx, "# command: %s\n", cmdline ? cmdline : PROG);
+    if (time_up) {
+        char b[32];
+        collar_format_size(time_up_bytes, b, sizeof(b));
+        tprintf(tx, "# incomplete: time limit reached at %zu bytes (%s, %d ranks); "
+                "larger sizes take the last winner", time_up_bytes, b, time_up_ranks);
+        int skipped = 0;
+        for (int i = 0; i < opt.nranks; i++) {
+            int found = 0;
+            for (int k = 0; k < ntuned; k++) {
+                found |= tuned[k].ranks == opt.ranks[i] && tuned[k].npoints > 0;
+            }
+            if (!found) {
+                tprintf(tx, "%s%d", skipped++ ? "," : "; not measured: ranks ",
+                        opt.ranks[i]);
+            }
+        }
+        tprintf(tx, "\n");
+    }
+    tprintf(tx, "#\n# Ranks: each tuned communicator size covers the sizes up to the "
+            "next tuned one;\n# the largest extends to inf; smaller communicators "
+            "fall through to other rules.\n# Bytes: ranges merge measured sizes "
+            "with the same winner; boundaries at the\n# geometric midpoint between "
+            "measured sizes, rounded to read well.\n");
+    tprintf(tx, "version 1\n");
+    /* Communicator sizes that have results. */
+    int idx[MAX_RANKS_VALUES], nidx = 0;
+    for (int k = 0; k < ntuned; k++) {
+        if (tuned[k].npoints > 0) {
+            idx[nidx++] = k;
+        }
+    }
+    for (int j = 0; j < nidx; j++) {
+        const tuned_t *t = &tuned[idx[j]];
+        char rr[32];
+        int rlo = t->ranks;
+        if (j + 1 < nidx) {
+            int rhi = tuned[idx[j + 1]].ranks - 1;
+            snprintf(rr, sizeof(rr), "%d-%d", rlo, rhi);
+        } else {
+            snprintf(rr, sizeof(rr), "%d-inf", rlo);
+        }
+        range_t ranges[MAX_POINTS];
+        int nr = tune_make_ranges(t, ranges);
+        tprintf(tx, "\n# %d ranks: measured median time per call at each size "
+                "(us), the winner first\n", t->ranks);
+        for (int i = 0; i < t->npoints; i++) {
+            const point_t *p = &t->points[i];
+            if (p->winner < 0) {
+                continue;
+            }
+            char s[32], w[64];
+            collar_format_size(p->bytes, s, sizeof(s));
+            fmt_cand(&p->meas[p->winner].cand, w, sizeof(w));
+            tprintf(tx, "#   %-6s %s %.1f (spread %.0f%%)", s, w,
+                    p->meas[p->winner].median * 1e6,
+                    100 * p->meas[p->winner].spread);
+            for (int m = 0; m < p->nmeas; m++) {
+                if (m == p->winner || p->meas[m].state == MEAS_NONE) {
+                    continue;
+                }
+                fmt_cand(&p->meas[m].cand, w, sizeof(w));
+                tprintf(tx, "; %s %.1f%s", w, p->meas[m].median * 1e6,
+                        p->meas[m].state == MEAS_PRUNED ? " (stopped early)" : "");
+            }
+            tprintf(tx, "%s%s\n", p->refined ? " [crossover]" : "",
+                    p->smoothed ? " [as its neighbours: within noise]" : "");
+        }
+        tprintf(tx, "# collective memory ranks bytes algorithm options\n");
+        for (int i = 0; i < nr; i++) {
+            char lo[32], hi[32] = "inf", opts[48] = "";
+            collar_format_size(ranges[i].lo, lo, sizeof(lo));
+            if (ranges[i].hi != SIZE_MAX) {
+                collar_format_size(ranges[i].hi, hi, sizeof(hi));
+            }
+            if (tune_takes_chunk(ranges[i].cand.alg)) {
+                char c[32];
+                collar_format_size(ranges[i].cand.chunk, c, sizeof(c));
+                snprintf(opts, sizeof(opts), " chunk=%s", c);
+            }
+            char span[80], a[32], b[32];
+            collar_format_size(ranges[i].first, a, sizeof(a));
+            collar_format_size(ranges[i].last, b, sizeof(b));
+            if (ranges[i].first == ranges[i].last) {
+                snprintf(span, sizeof(span), "measured at %s", a);
+            } else {
+                snprintf(span, sizeof(span), "measured %s to %s", a, b);
+            }
+            tprintf(tx, "allreduce %s %s %s-%s %s%s  # %s\n",
+                    opt.device ? "device" : "host", rr, lo, hi,
+                    collar_alg_name(ranges[i].cand.alg), opts, span);
+        }
+    }
+}
+
+void write_table(double elapsed)
+{
+    text_t tx = { 0 };
+    build_table(&tx, elapsed);
+    collar_table_t table;
+    char err[1024];
+    if (collar_table_parse(tx.buf, tx.len, opt.output, 0, &table, err,
+                           sizeof(err)) != COLLAR_OK) {
+        fprintf(stderr, PROG ": internal error: the table made does not parse: "
+                "%s\n--- table ---\n%s", err, tx.buf);
+        free(tx.buf);
+        finish(1);
+    }
+    int nrules = table.nrules;
+    collar_table_free(&table);
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp%ld", opt.output, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL || fwrite(tx.buf, 1, tx.len, f) != tx.len) {
+        int e = errno;
+        if (f) {
+            fclose(f);
+        }
+        remove(tmp);
+        free(tx.buf);
+        fail("cannot write %s: %s", tmp, strerror(e));
+    }
+    if (fclose(f) != 0 || rename(tmp, opt.output) != 0) {
+        int e = errno;
+        remove(tmp);
+        free(tx.buf);
+        fail("cannot write %s: %s", opt.output, strerror(e));
+    }
+    free(tx.buf);
+    char tm[32];
+    fmt_duration(elapsed, tm, sizeof(tm));
+    fprintf(stderr, PROG ": wrote %s: %d rule%s%s, in %s\n", opt.output, nrules,
+            nrules == 1 ? "" : "s", time_up ? " (incomplete: time limit reached)" : "",
+            tm);
+}
+
+/* ------------------------------------------------------------------- plot */
+
+void write_plot(void)
+{
+    const char *gp = find_gnuplot();
+    char data[4096], script[4096];
+    snprintf(data, sizeof(data), "%s.dat", opt.plot);
+    snprintf(script, sizeof(script), "%s.gp", opt.plot);
+    FILE *d = fopen(data, "w"), *s = fopen(script, "w");
+    if (d == NULL || s == NULL) {
+        if (d) {
+            fclose(d);
+        }
+        if (s) {
+            fclose(s);
+        }
+        fprintf(stderr, PROG ": cannot write the plot's files next to %s\n", opt.plot);
+        return;
+    }
+    const char *ext = strrchr(opt.plot, '.');
+    int svg = ext && strcmp(ext, ".svg") == 0;
+    fprintf(s, "set terminal %s size %d,%d\nset output '%s'\n",
+            svg ? "svg" : "png", 900, 420 * (ntuned ? ntuned : 1), opt.plot);
+    fprintf(s, "set logscale xy 2\nset format x '%%.0s%%cB'\nset xlabel 'bytes per rank'\n"
+            "set ylabel 'time per call (us)'\nset key left top\nset grid\n");
+    fprintf(s, "set multiplot layout %d,1\n", ntuned ? ntuned : 1);
+    int block = 0;
+    for (int k = 0; k < ntuned; k++) {
+        const tuned_t *t = &tuned[k];
+        if (t->npoints == 0) {
+            continue;
+        }
+        cand_t cs[MAX_CANDS];
+        int nc = tune_candidates(&opt, opt.max + 1, cs);
+        range_t ranges[MAX_POINTS];
+        int nr = tune_make_ranges(t, ranges);
+        fprintf(s, "unset object\nunset label\nset title '%d ranks, %s memory'\n",
+                t->ranks, opt.device ? "device" : "host");
+        for (int i = 0; i < nr; i++) {
+            double lo = ranges[i].lo ? (double)ranges[i].lo : (double)opt.min / 2;
+            double hi = ranges[i].hi != SIZE_MAX ? (double)ranges[i].hi
+                                                 : (double)opt.max * 2;
+            char w[64];
+            fmt_cand(&ranges[i].cand, w, sizeof(w));
+            fprintf(s, "set object %d rect from %g, graph 0 to %g, graph 1 behind "
+                    "fillcolor rgb '%s' fillstyle solid 0.15 noborder\n",
+                    i + 1, lo, hi, i % 2 ? "#4070c0" : "#40a040");
+            fprintf(s, "set label %d '%s' at %g, graph 0.95 center font ',8'\n",
+                    i + 1, w, sqrt(lo * hi));
+        }
+        fprintf(s, "plot");
+        for (int c = 0; c < nc; c++) {
+            char w[64];
+            fmt_cand(&cs[c], w, sizeof(w));
+            fprintf(s, "%s '%s' index %d using 1:2 with linespoints title '%s'",
+                    c ? ", \\\n    " : " ", data, block + c, w);
+            fprintf(d, "# %d ranks, %s\n", t->ranks, w);
+            for (int i = 0; i < t->npoints; i++) {
+                const point_t *p = &t->points[i];
+                for (int m = 0; m < p->nmeas; m++) {
+                    if (p->meas[m].state != MEAS_NONE && tune_same_cand(&p->meas[m].cand, &cs[c])) {
+                        fprintf(d, "%zu %.3f\n", p->bytes, p->meas[m].median * 1e6);
+                    }
+                }
+            }
+            fprintf(d, "\n\n");
+        }
+        block += nc;
+        fprintf(s, "\n");
+    }
+    fprintf(s, "unset multiplot\n");
+    fclose(d);
+    fclose(s);
+    char cmd[9000];
+    snprintf(cmd, sizeof(cmd), "'%s' '%s'", gp ? gp : "gnuplot", script);
+    if (system(cmd) != 0) {
+        fprintf(stderr, PROG ": gnuplot failed on %s (data in %s)\n", script, data);
+    } else {
+        fprintf(stderr, PROG ": plotted %s (script %s, data %s)\n", opt.plot,
+                script, data);
+    }
+}
