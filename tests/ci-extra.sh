@@ -73,7 +73,7 @@ check_in() {
 # timing runs, and the 64 MiB repeats of code paths the other tests cover
 # at smaller sizes.  The CUDA backend is left out of both builds (no GPU
 # here: its code cannot run; the README build compiles and tests what can).
-skip_again="horovod mpi4py tune allreduce_large chunked_large"
+skip_again="horovod mpi4py tune allreduce_large chunked_large huge"
 
 # ------------------------------------------------------------------ deps
 stage_begin deps
