@@ -228,6 +228,39 @@ COLLAR_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required,
     return init_thread(argc, argv, required, provided);
 }
 
+#if defined(HAVE_PMPI_SESSION_INIT)
+/*
+ * MPI-4 sessions: collar starts at MPI_Init / MPI_Init_thread (it needs
+ * MPI_COMM_WORLD for its statistics and its configuration's agreement), so
+ * a program that only uses sessions runs without collar.  Say so, once, at
+ * info level, instead of passing every call on in silence.
+ */
+COLLAR_EXPORT int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler,
+                                   MPI_Session *session)
+{
+    int rc = PMPI_Session_init(info, errhandler, session);
+    static int said;
+    if (rc == MPI_SUCCESS && state == STATE_OFF && !said) {
+        said = 1;
+        const char *r = getenv("PMI_RANK");
+        if (r == NULL) {
+            r = getenv("OMPI_COMM_WORLD_RANK");
+        }
+        const int rank = r != NULL ? atoi(r) : 0;
+        collar_log_set_rank(rank);
+        collar_config_load_quiet(rank != 0);
+        collar_log_open(collar_cfg.log_file);
+        if (rank == 0) {
+            collar_info(INIT, "collar is not active: the program started MPI "
+                        "with MPI_Session_init, and collar starts at MPI_Init "
+                        "or MPI_Init_thread (sessions are not supported); "
+                        "every call goes straight to the MPI library");
+        }
+    }
+    return rc;
+}
+#endif
+
 COLLAR_EXPORT int MPI_Query_thread(int *provided)
 {
     if (app_level < 0 || provided == NULL) {

@@ -117,7 +117,7 @@ static void mode_progress(void)
     if (rank == 0) {
         tu_check_rc(MPI_Iallreduce(a, ra, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req[0]), "ia");
         tu_check_rc(MPI_Iallreduce(&b, &rb, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req[1]), "ib");
-        tu_check_rc(MPI_Waitall(2, req, MPI_STATUSES_IGNORE), "waitall");
+        tu_check_rc(MPI_Waitall(2, req, tu_statuses_ignore()), "waitall");
     } else {
         tu_check_rc(MPI_Iallreduce(a, ra, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req[0]), "ia");
         tu_check_rc(MPI_Wait(&req[0], MPI_STATUS_IGNORE), "wait a");
