@@ -56,7 +56,7 @@ int tf_form_available(tf_form_t f)
 
 /* Complete a nonblocking or started persistent request, each completion
  * call in turn. */
-static int complete(MPI_Request *req)
+int tf_complete(MPI_Request *req)
 {
     int flag = 0, rc;
     /* Persistent requests of collar's are not completed by PMPI_Wait in
@@ -120,14 +120,14 @@ int tf_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm 
         return MPI_Bcast(buffer, count, datatype, root, comm);
     case TF_NONBLOCKING:
         rc = MPI_Ibcast(buffer, count, datatype, root, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Bcast_init(buffer, count, datatype, root, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -163,14 +163,14 @@ int tf_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
         return MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     case TF_NONBLOCKING:
         rc = MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -206,14 +206,14 @@ int tf_allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
         return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     case TF_NONBLOCKING:
         rc = MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -254,14 +254,14 @@ int tf_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
         return MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     case TF_NONBLOCKING:
         rc = MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -297,14 +297,14 @@ int tf_alltoallv(const void *sendbuf, const int *sendcounts, const int *sdispls,
         return MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     case TF_NONBLOCKING:
         rc = MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -349,14 +349,14 @@ int tf_reduce_scatter(const void *sendbuf, void *recvbuf, const int *recvcounts,
         return MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
     case TF_NONBLOCKING:
         rc = MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -395,14 +395,14 @@ int tf_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, M
         return MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
     case TF_NONBLOCKING:
         rc = MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -438,14 +438,14 @@ int tf_reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dataty
         return MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
     case TF_NONBLOCKING:
         rc = MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -481,14 +481,14 @@ int tf_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *r
         return MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     case TF_NONBLOCKING:
         rc = MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -524,14 +524,14 @@ int tf_gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
         return MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     case TF_NONBLOCKING:
         rc = MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -572,14 +572,14 @@ int tf_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
         return MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     case TF_NONBLOCKING:
         rc = MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -615,14 +615,14 @@ int tf_scatterv(const void *sendbuf, const int *sendcounts, const int *displs, M
         return MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     case TF_NONBLOCKING:
         rc = MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {
@@ -663,14 +663,14 @@ int tf_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dat
         return MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
     case TF_NONBLOCKING:
         rc = MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, &req);
-        return rc != MPI_SUCCESS ? rc : complete(&req);
+        return rc != MPI_SUCCESS ? rc : tf_complete(&req);
     case TF_PERSISTENT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
         rc = MPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, MPI_INFO_NULL, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Start(&req);
             if (rc == MPI_SUCCESS) {
-                rc = complete(&req);
+                rc = tf_complete(&req);
             }
             int frc = MPI_Request_free(&req);
             if (rc == MPI_SUCCESS) {

@@ -21,6 +21,10 @@ const char *tf_form_name(tf_form_t form);
 /* -1 when no form has that name. */
 int tf_form_from_name(const char *name);
 int tf_form_available(tf_form_t form);
+/* Complete a started nonblocking or persistent request with MPI_Wait, an
+ * MPI_Test loop, MPI_Waitall or (nonblocking form only) PMPI_Wait, in
+ * turn from call to call. */
+int tf_complete(MPI_Request *req);
 
 int tf_bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
 int tf_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm);

@@ -14,6 +14,7 @@
  */
 #include "config.h"
 #include "testutil.h"
+#include "colls_forms.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,21 +46,6 @@ static void check_sum(const int *buf, int count, int round, const char *what)
              bad, first);
 }
 
-static int complete(MPI_Request *req, int how)
-{
-    int flag = 0, rc;
-    switch (how % 3) {
-    case 0:
-        return MPI_Wait(req, MPI_STATUS_IGNORE);
-    case 1:
-        do {
-            rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
-        } while (rc == MPI_SUCCESS && !flag);
-        return rc;
-    default:
-        return MPI_Waitall(1, req, tu_statuses_ignore());
-    }
-}
 #endif
 
 int main(int argc, char **argv)
@@ -73,6 +59,7 @@ int main(int argc, char **argv)
 #else
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    tf_set_form(TF_PERSISTENT);
     const int count = argc > 1 ? atoi(argv[1]) : 100003;
     const int free_active = argc > 2 && atoi(argv[2]) != 0;
     int *s = malloc((size_t)count * sizeof(int));
@@ -91,7 +78,7 @@ int main(int argc, char **argv)
                 (in_place ? r : s)[i] = value(rank, i, round);
             }
             tu_check_rc(MPI_Start(&req), what);
-            tu_check_rc(complete(&req, round), what);
+            tu_check_rc(tf_complete(&req), what);
             check_sum(r, count, round, what);
         }
         tu_check_rc(MPI_Request_free(&req), "free inactive");
