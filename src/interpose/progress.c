@@ -82,8 +82,10 @@ static int greq_cancel_fn(void *extra, int complete)
     return MPI_SUCCESS;
 }
 
-/* Called with prog_lock held. */
-static void run_remove(collar_sched_t *s)
+/* Called with prog_lock held: take `s` off the list.  The count of
+ * outstanding operations is the caller's to lower (run_finish), after the
+ * operation's request is complete. */
+static int run_unlink(collar_sched_t *s)
 {
     collar_sched_t **pp = &run_head;
     collar_sched_t *prev = NULL;
@@ -92,41 +94,46 @@ static void run_remove(collar_sched_t *s)
         pp = &(*pp)->next;
     }
     if (*pp == NULL) {
-        return;
+        return 0;
     }
     *pp = s->next;
     if (run_tail == s) {
         run_tail = prev;
     }
     s->next = NULL;
-    atomic_fetch_sub(&run_count, 1);
+    return 1;
 }
 
-/* Called with prog_lock held: a finished nonblocking schedule completes its
- * request and goes away; a blocking one stays for its caller. */
+/*
+ * Called with prog_lock held: a finished nonblocking schedule completes its
+ * request and goes away; a persistent one completes its request and stays;
+ * a blocking one stays for its caller.  The count of outstanding operations
+ * drops only after the request is complete: a waiting thread that sees no
+ * operation outstanding enters the library's own wait, and the request it
+ * waits for must then be complete already (MPICH 4.0 does not always wake
+ * a thread waiting in PMPI_Wait for a completion made by another thread).
+ */
 static void run_finish(collar_sched_t *s)
 {
-    run_remove(s);
+    const int listed = run_unlink(s);
     if (s->stats_on && (s->owner != NULL || s->on_finish != NULL)) {
         s->stats.seconds = PMPI_Wtime() - s->stats_t0;
         collar_stats_record(&s->stats);
     }
+    greq_state_t *g = s->on_finish == NULL ? s->owner : NULL;
     if (s->on_finish != NULL) {
-        s->on_finish(s);   /* a persistent operation: it stays */
-        return;
+        s->on_finish(s);   /* a persistent operation: it stays (or is freed) */
+    } else if (g != NULL) {
+        g->error = s->status == COLLAR_OK ? MPI_SUCCESS : s->mpi_error;
+        collar_sched_destroy(s);
+        PMPI_Grequest_complete(g->request);
+        greq_release(g);
     }
-    greq_state_t *g = s->owner;
-    if (g == NULL) {
-        return;
+    if (listed) {
+        atomic_fetch_sub(&run_count, 1);
     }
-    g->error = s->status == COLLAR_OK ? MPI_SUCCESS : s->mpi_error;
-    collar_sched_destroy(s);
-    PMPI_Grequest_complete(g->request);
-    greq_release(g);
 }
 
-/* from_thread: the progress thread's pass, which leaves out the schedules
- * no peer waits for (local_only). */
 static void progress_pass(int from_thread)
 {
     collar_sched_t *s = run_head;
