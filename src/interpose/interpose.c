@@ -769,17 +769,66 @@ static int error_class(int rc)
     return cls;
 }
 
+/* After the library completed `request` with rc: the error of a
+ * persistent operation collar ran (the library's completion says success),
+ * in the status and through the operation's communicator's handler. */
+static int persist_result(int rc, MPI_Request request, MPI_Status *status)
+{
+    if (rc != MPI_SUCCESS) {
+        return rc;
+    }
+    collar_persist_t *p = collar_persist_find(request);
+    if (p == NULL || p->active || p->error == MPI_SUCCESS) {
+        return rc;
+    }
+    const int err = p->error;
+    p->error = MPI_SUCCESS;   /* reported once a start */
+    if (status != MPI_STATUS_IGNORE && status != NULL) {
+        status->MPI_ERROR = err;
+    }
+    PMPI_Comm_call_errhandler(p->comm, err);
+    return err;
+}
+
+/* The same for an array completed as a whole: MPI_ERR_IN_STATUS when one
+ * of collar's persistent operations failed. */
+static int persist_results(int rc, int count, const MPI_Request requests[],
+                           MPI_Status statuses[])
+{
+    if (rc != MPI_SUCCESS) {
+        return rc;
+    }
+    int failed = 0;
+    for (int i = 0; i < count && !failed; i++) {
+        const collar_persist_t *p = collar_persist_find(requests[i]);
+        failed = p != NULL && !p->active && p->error != MPI_SUCCESS;
+    }
+    if (!failed) {
+        return MPI_SUCCESS;
+    }
+    /* MPI_ERR_IN_STATUS: every status says how its request ended. */
+    for (int i = 0; i < count; i++) {
+        MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE
+                                                         : &statuses[i];
+        if (st != MPI_STATUS_IGNORE) {
+            st->MPI_ERROR = MPI_SUCCESS;
+        }
+        persist_result(MPI_SUCCESS, requests[i], st);
+    }
+    return MPI_ERR_IN_STATUS;
+}
+
 COLLAR_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
     unsigned spins = 0;
     for (;;) {
         if (!collar_progress_all()) {
-            return PMPI_Wait(request, status);
+            return persist_result(PMPI_Wait(request, status), *request, status);
         }
         int flag = 0;
         int rc = PMPI_Test(request, &flag, status);
         if (rc != MPI_SUCCESS || flag) {
-            return rc;
+            return persist_result(rc, *request, status);
         }
         wait_pause(&spins);
     }
@@ -791,7 +840,8 @@ COLLAR_EXPORT int MPI_Waitall(int count, MPI_Request requests[],
     unsigned spins = 0;
     for (;;) {
         if (!collar_progress_all()) {
-            return PMPI_Waitall(count, requests, statuses);
+            return persist_results(PMPI_Waitall(count, requests, statuses),
+                                   count, requests, statuses);
         }
         int flag = 0;
         int rc = PMPI_Testall(count, requests, &flag, statuses);
@@ -809,7 +859,7 @@ COLLAR_EXPORT int MPI_Waitall(int count, MPI_Request requests[],
             return rc;
         }
         if (rc != MPI_SUCCESS || flag) {
-            return rc;
+            return persist_results(rc, count, requests, statuses);
         }
         wait_pause(&spins);
     }
@@ -852,14 +902,17 @@ COLLAR_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[],
 COLLAR_EXPORT int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 {
     collar_progress_all();
-    return PMPI_Test(request, flag, status);
+    int rc = PMPI_Test(request, flag, status);
+    return rc == MPI_SUCCESS && *flag ? persist_result(rc, *request, status) : rc;
 }
 
 COLLAR_EXPORT int MPI_Testall(int count, MPI_Request requests[], int *flag,
                               MPI_Status statuses[])
 {
     collar_progress_all();
-    return PMPI_Testall(count, requests, flag, statuses);
+    int rc = PMPI_Testall(count, requests, flag, statuses);
+    return rc == MPI_SUCCESS && *flag
+           ? persist_results(rc, count, requests, statuses) : rc;
 }
 
 COLLAR_EXPORT int MPI_Testany(int count, MPI_Request requests[], int *index,
