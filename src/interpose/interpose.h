@@ -59,7 +59,6 @@ void collar_run_drain(void);
 void collar_progress_thread_enable(long interval_us);
 /* Stop and join it (before MPI_Finalize). */
 void collar_progress_thread_stop(void);
-int collar_progress_thread_running(void);
 
 /* ------------------------------------------------ persistent (persist.c) */
 
@@ -90,9 +89,6 @@ int collar_persist_create(collar_persist_t *p, MPI_Request *request);
 void collar_persist_finished(collar_persist_t *p, int error);
 /* The operation behind `handle` when it is one of collar's, else NULL. */
 collar_persist_t *collar_persist_find(MPI_Request handle);
-/* The error of the last run of the inactive operation behind `handle`
- * (MPI_SUCCESS when none, or not one of collar's). */
-int collar_persist_error(MPI_Request handle);
 /* Free every persistent operation left (MPI_Finalize). */
 void collar_persist_finalize(void);
 

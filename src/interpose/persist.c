@@ -230,12 +230,6 @@ COLLAR_EXPORT int MPI_Request_free(MPI_Request *request)
     return rc;
 }
 
-int collar_persist_error(MPI_Request handle)
-{
-    collar_persist_t *p = collar_persist_find(handle);
-    return p != NULL && !p->active ? p->error : MPI_SUCCESS;
-}
-
 void collar_persist_finalize(void)
 {
     pthread_mutex_lock(&persist_lock);

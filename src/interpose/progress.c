@@ -278,14 +278,6 @@ void collar_progress_thread_stop(void)
     pthread_mutex_unlock(&thr_lock);
 }
 
-int collar_progress_thread_running(void)
-{
-    pthread_mutex_lock(&thr_lock);
-    const int running = thr_running;
-    pthread_mutex_unlock(&thr_lock);
-    return running;
-}
-
 /* Put a started schedule on the list and give it a first push. */
 static void run_add(collar_sched_t *s)
 {
