@@ -21,8 +21,15 @@
  *
  * The operation's error, if any, is returned by collar's MPI_Wait, MPI_Test,
  * MPI_Waitall and MPI_Testall (the library's completion says success).
- * MPI_Request_free on an active request: the receive completes when the
- * operation does, the library then frees it, collar frees its state.
+ * MPI_Request_free on an active request: collar marks the operation freed
+ * and hands MPI_REQUEST_NULL back at once; the library's receive stays
+ * posted until the operation finishes, when collar sends the empty message,
+ * completes the receive itself (PMPI_Wait: the message is local and already
+ * sent) and frees it and its own state.  The library never frees a receive
+ * of collar's that is still posted: MPICH 4.0.2 frees the receive's memory
+ * at once there, and the empty message then completes whichever request
+ * reused it (a send of the next operation, seen as wrong data and an
+ * assertion in MPICH's completion counter).
  */
 #include "config.h"
 #include "interpose.h"
@@ -85,6 +92,9 @@ collar_persist_t *collar_persist_find(MPI_Request handle)
     }
     pthread_mutex_lock(&persist_lock);
     collar_persist_t *p = lookup_locked(handle);
+    if (p != NULL && p->freed) {
+        p = NULL;   /* the application's handle is MPI_REQUEST_NULL now */
+    }
     pthread_mutex_unlock(&persist_lock);
     return p;
 }
@@ -150,6 +160,9 @@ void collar_persist_finished(collar_persist_t *p, int error)
     p->error = error;
     p->active = 0;
     const int freed = p->freed;
+    if (freed) {
+        unlink_locked(p);   /* kept until now: its tag stays reserved */
+    }
     MPI_Request sreq = MPI_REQUEST_NULL;
     if (PMPI_Isend(NULL, 0, MPI_BYTE, 0, p->tag, self_comm, &sreq) == MPI_SUCCESS) {
         PMPI_Request_free(&sreq);
@@ -159,6 +172,10 @@ void collar_persist_finished(collar_persist_t *p, int error)
     }
     pthread_mutex_unlock(&persist_lock);
     if (freed) {
+        /* The application freed the request while it was active: collar
+         * completes and frees the receive (see the top of this file). */
+        PMPI_Wait(&p->handle, MPI_STATUS_IGNORE);
+        PMPI_Request_free(&p->handle);
         p->destroy(p);
     }
 }
@@ -216,17 +233,27 @@ COLLAR_EXPORT int MPI_Request_free(MPI_Request *request)
         return PMPI_Request_free(request);
     }
     pthread_mutex_lock(&persist_lock);
-    unlink_locked(p);
-    const int active = p->active;
-    p->freed = active;
-    pthread_mutex_unlock(&persist_lock);
-    /* Active: the library frees the receive once it completes, when
-     * collar's operation finishes (which then frees collar's state). */
-    int rc = PMPI_Request_free(&p->handle);
-    *request = MPI_REQUEST_NULL;
-    if (!active) {
-        p->destroy(p);
+    if (p->active) {
+        /* collar_persist_finished frees the receive and collar's state when
+         * the operation ends; `p` may be gone once the lock is released.
+         * It stays listed until then, so that no new operation takes its
+         * tag while its receive is posted. */
+        p->freed = 1;
+        pthread_mutex_unlock(&persist_lock);
+        *request = MPI_REQUEST_NULL;
+        return MPI_SUCCESS;
     }
+    unlink_locked(p);
+    pthread_mutex_unlock(&persist_lock);
+    /* Inactive for collar, but the application may not have completed the
+     * last start: its empty message is sent, so this wait returns at once
+     * (and at once for a request never started or already completed). */
+    int rc = PMPI_Wait(&p->handle, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS) {
+        rc = PMPI_Request_free(&p->handle);
+    }
+    *request = MPI_REQUEST_NULL;
+    p->destroy(p);
     return rc;
 }
 
