@@ -228,38 +228,74 @@ COLLAR_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required,
     return init_thread(argc, argv, required, provided);
 }
 
+/*
+ * collar is preloaded but MPI started without collar's MPI_Init: say so,
+ * once, at info level, from the first rank (by the launcher's rank
+ * variables: MPI_COMM_WORLD may not exist), instead of passing every call
+ * on in silence.
+ */
+static void say_inactive(const char *why)
+{
+    static int said;
+    if (said || state != STATE_OFF) {
+        return;
+    }
+    said = 1;
+    const char *r = getenv("PMI_RANK");
+    if (r == NULL) {
+        r = getenv("OMPI_COMM_WORLD_RANK");
+    }
+    const int rank = r != NULL ? atoi(r) : 0;
+    collar_log_set_rank(rank);
+    collar_config_load_quiet(rank != 0);
+    collar_log_open(collar_cfg.log_file);
+    if (rank == 0) {
+        collar_info(INIT, "collar is not active: %s; every call went straight "
+                    "to the MPI library", why);
+    }
+    collar_log_close();
+}
+
 #if defined(HAVE_PMPI_SESSION_INIT)
 /*
  * MPI-4 sessions: collar starts at MPI_Init / MPI_Init_thread (it needs
  * MPI_COMM_WORLD for its statistics and its configuration's agreement), so
- * a program that only uses sessions runs without collar.  Say so, once, at
- * info level, instead of passing every call on in silence.
+ * a program that only uses sessions runs without collar.
  */
 COLLAR_EXPORT int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler,
                                    MPI_Session *session)
 {
     int rc = PMPI_Session_init(info, errhandler, session);
-    static int said;
-    if (rc == MPI_SUCCESS && state == STATE_OFF && !said) {
-        said = 1;
-        const char *r = getenv("PMI_RANK");
-        if (r == NULL) {
-            r = getenv("OMPI_COMM_WORLD_RANK");
-        }
-        const int rank = r != NULL ? atoi(r) : 0;
-        collar_log_set_rank(rank);
-        collar_config_load_quiet(rank != 0);
-        collar_log_open(collar_cfg.log_file);
-        if (rank == 0) {
-            collar_info(INIT, "collar is not active: the program started MPI "
-                        "with MPI_Session_init, and collar starts at MPI_Init "
-                        "or MPI_Init_thread (sessions are not supported); "
-                        "every call goes straight to the MPI library");
-        }
+    if (rc == MPI_SUCCESS) {
+        say_inactive("the program started MPI with MPI_Session_init, and "
+                     "collar starts at MPI_Init or MPI_Init_thread (sessions "
+                     "are not supported)");
     }
     return rc;
 }
 #endif
+
+/*
+ * At exit: MPI was started, but not through collar's MPI_Init.  The MPI
+ * library's own MPI_Init was called directly: by a library loaded with
+ * RTLD_DEEPBIND or linked with -Bsymbolic against the MPI library, by a
+ * statically linked MPI, or by a Fortran layer collar does not know.  (A
+ * library loaded after collar, with dlopen, reaches collar's MPI_Init like
+ * the program itself: tests/mpi/dlopen.test.)  Nothing at all is said in a
+ * process that never started MPI (mpirun, a shell).
+ */
+__attribute__((destructor)) static void collar_unseen_init(void)
+{
+    int init = 0;
+    if (state != STATE_OFF || !collar_abi_ok()
+        || PMPI_Initialized(&init) != MPI_SUCCESS || !init) {
+        return;
+    }
+    say_inactive("MPI_Init was called without reaching collar's MPI_Init (a "
+                 "library bound to the MPI library directly: RTLD_DEEPBIND, "
+                 "-Bsymbolic, a static MPI, or a Fortran layer collar does "
+                 "not wrap)");
+}
 
 COLLAR_EXPORT int MPI_Query_thread(int *provided)
 {
