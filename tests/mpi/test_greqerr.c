@@ -16,7 +16,8 @@
  *         allreduce_init (persistent: MPI_Allreduce_init and MPI_Start;
  *         exit 77 where the MPI library has no persistent collectives)
  *   HOW   wait, test (an MPI_Test loop), waitall, waitany, waitsome,
- *         testany, testsome (two operations, the first one fails), or
+ *         testany, testsome (two operations, the first one fails; with
+ *         ibcast the other is the MPI library's own PMPI_Ibcast), or
  *         getstatus (an MPI_Request_get_status loop, then MPI_Wait)
  *
  * What is checked, on every rank:
@@ -125,7 +126,8 @@ static void op_fill(op_t *o, int round)
     }
 }
 
-static int op_start(op_t *o, int round, MPI_Comm comm)
+/* Operation `which` (0: the one that fails, 1: the other). */
+static int op_start(op_t *o, int which, int round, MPI_Comm comm)
 {
     op_fill(o, round);
     o->req = MPI_REQUEST_NULL;
@@ -134,7 +136,13 @@ static int op_start(op_t *o, int round, MPI_Comm comm)
         return MPI_Iallreduce(o->sbuf, o->rbuf, opt_count, MPI_INT, MPI_SUM,
                               comm, &o->req);
     case OP_IBCAST:
-        return MPI_Ibcast(o->rbuf, opt_count, MPI_INT, 0, comm, &o->req);
+        /* The other one is the MPI library's own request (no copy): on a
+         * rank other than the root the copies back of two staged
+         * broadcasts may run in either order, and the injected failure
+         * must hit the first one on every rank. */
+        return which == 0
+               ? MPI_Ibcast(o->rbuf, opt_count, MPI_INT, 0, comm, &o->req)
+               : PMPI_Ibcast(o->rbuf, opt_count, MPI_INT, 0, comm, &o->req);
     case OP_ALLREDUCE_INIT:
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
     {
@@ -467,7 +475,7 @@ int main(int argc, char **argv)
     /* Round 0: the first operation fails where a failure is injected. */
     for (int i = 0; i < n; i++) {
         snprintf(what, sizeof(what), "start %d", i);
-        tu_check_rc(op_start(&ops[i], i, user_comm), what);
+        tu_check_rc(op_start(&ops[i], i, i, user_comm), what);
     }
     MPI_Comm comm = user_comm;
     if (opt_free_comm) {
@@ -507,7 +515,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < n; i++) {
         int rc = opt_op == OP_ALLREDUCE_INIT ? op_restart(&ops[i], 10 + i)
-                                             : op_start(&ops[i], 10 + i, user_comm);
+                                             : op_start(&ops[i], i, 10 + i, user_comm);
         tu_check_rc(rc, "start after the failure");
     }
     complete(ops, n, 0, rcs);
