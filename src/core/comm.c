@@ -17,17 +17,51 @@
  * collar_sched_create to collar_sched_destroy.  MPI allows
  * MPI_Iallreduce(c); MPI_Comm_free(&c); MPI_Wait: the operation outlives
  * the handle, and the private duplicate is freed with the last reference.
+ *
+ * The errors of such an operation go through the communicator's error
+ * handler, or, once it is freed, through the handler it had then: a second
+ * attribute (collar_usercomm_t, made locally, also for the collectives
+ * that need no private duplicate) keeps it.
  */
 #include "config.h"
 #include "core.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h>
 #endif
 
 static int comm_keyval = MPI_KEYVAL_INVALID;
+static int usercomm_keyval = MPI_KEYVAL_INVALID;
 static MPI_Comm probe_comm = MPI_COMM_NULL;
+
+struct collar_usercomm {
+    int            refs;        /* atomic: the communicator's, operations' */
+    int            freed;       /* the application freed it (usercomm_lock) */
+    MPI_Errhandler errhandler;  /* its handler then (a reference) */
+};
+
+/* Between creating the attribute, raising an error on the communicator and
+ * the application freeing it.  Recursive: a handler may free a
+ * communicator. */
+static pthread_mutex_t usercomm_lock;
+static pthread_once_t  usercomm_once = PTHREAD_ONCE_INIT;
+
+static void usercomm_lock_init(void)
+{
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&usercomm_lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
+static void usercomm_lock_take(void)
+{
+    pthread_once(&usercomm_once, usercomm_lock_init);
+    pthread_mutex_lock(&usercomm_lock);
+}
 
 int collar_mpi_cuda_aware(void)
 {
@@ -96,6 +130,96 @@ static int comm_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra)
     return MPI_SUCCESS;
 }
 
+void collar_usercomm_unref(collar_usercomm_t *u)
+{
+    if (u == NULL || __atomic_sub_fetch(&u->refs, 1, __ATOMIC_ACQ_REL) != 0) {
+        return;
+    }
+    if (u->errhandler != MPI_ERRHANDLER_NULL) {
+        PMPI_Errhandler_free(&u->errhandler);
+    }
+    free(u);
+}
+
+/* The application frees the communicator (MPI_Finalize: the predefined
+ * ones): operations that still hold the state keep its error handler. */
+static int usercomm_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    (void)keyval;
+    (void)extra;
+    collar_usercomm_t *u = attr;
+    if (__atomic_load_n(&u->refs, __ATOMIC_ACQUIRE) > 1) {
+        usercomm_lock_take();
+        if (PMPI_Comm_get_errhandler(comm, &u->errhandler) != MPI_SUCCESS) {
+            u->errhandler = MPI_ERRHANDLER_NULL;
+        }
+        u->freed = 1;
+        pthread_mutex_unlock(&usercomm_lock);
+    }
+    collar_usercomm_unref(u);
+    return MPI_SUCCESS;
+}
+
+collar_usercomm_t *collar_usercomm_get(MPI_Comm comm)
+{
+    if (usercomm_keyval == MPI_KEYVAL_INVALID || comm == MPI_COMM_NULL) {
+        return NULL;
+    }
+    void *attr = NULL;
+    int flag = 0;
+    if (PMPI_Comm_get_attr(comm, usercomm_keyval, &attr, &flag) != MPI_SUCCESS) {
+        return NULL;
+    }
+    if (!flag) {
+        usercomm_lock_take();
+        if (PMPI_Comm_get_attr(comm, usercomm_keyval, &attr, &flag) == MPI_SUCCESS
+            && !flag) {
+            collar_usercomm_t *u = calloc(1, sizeof(*u));
+            if (u != NULL) {
+                u->refs = 1;   /* the communicator's */
+                u->errhandler = MPI_ERRHANDLER_NULL;
+                if (PMPI_Comm_set_attr(comm, usercomm_keyval, u) == MPI_SUCCESS) {
+                    attr = u;
+                    flag = 1;
+                } else {
+                    free(u);
+                }
+            }
+        }
+        pthread_mutex_unlock(&usercomm_lock);
+        if (!flag) {
+            return NULL;
+        }
+    }
+    collar_usercomm_t *u = attr;
+    __atomic_add_fetch(&u->refs, 1, __ATOMIC_RELAXED);
+    return u;
+}
+
+int collar_usercomm_raise(collar_usercomm_t *u, MPI_Comm comm, int error)
+{
+    usercomm_lock_take();
+    if (u == NULL || !u->freed) {
+        /* Under the lock: the application does not free it meanwhile. */
+        PMPI_Comm_call_errhandler(comm, error);
+        pthread_mutex_unlock(&usercomm_lock);
+        return error;
+    }
+    const MPI_Errhandler eh = u->errhandler;
+    pthread_mutex_unlock(&usercomm_lock);
+    MPI_Comm self = MPI_COMM_NULL;
+    if (eh == MPI_ERRHANDLER_NULL
+        || PMPI_Comm_dup(MPI_COMM_SELF, &self) != MPI_SUCCESS) {
+        collar_error(COLL, "cannot raise MPI error %d: its communicator is freed",
+                     error);
+        return error;
+    }
+    PMPI_Comm_set_errhandler(self, eh);
+    PMPI_Comm_call_errhandler(self, error);
+    PMPI_Comm_free(&self);
+    return error;
+}
+
 collar_status_t collar_comm_init(void)
 {
     if (comm_keyval != MPI_KEYVAL_INVALID) {
@@ -103,6 +227,10 @@ collar_status_t collar_comm_init(void)
     }
     int rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete_fn,
                                      &comm_keyval, NULL);
+    if (rc == MPI_SUCCESS) {
+        rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, usercomm_delete_fn,
+                                     &usercomm_keyval, NULL);
+    }
     if (rc != MPI_SUCCESS) {
         collar_error(INIT, "cannot create a communicator attribute key (MPI error %d)", rc);
         return COLLAR_ERR_MPI;
@@ -123,16 +251,22 @@ void collar_comm_finalize(void)
     /* Free the private duplicates of the predefined communicators now, while
      * every MPI call is still allowed. */
     MPI_Comm predefined[2] = { MPI_COMM_WORLD, MPI_COMM_SELF };
-    for (int i = 0; i < 2; i++) {
-        void *attr;
-        int flag = 0;
-        if (PMPI_Comm_get_attr(predefined[i], comm_keyval, &attr, &flag) == MPI_SUCCESS
-            && flag) {
-            PMPI_Comm_delete_attr(predefined[i], comm_keyval);
+    int *keyvals[2] = { &comm_keyval, &usercomm_keyval };
+    for (int k = 0; k < 2; k++) {
+        if (*keyvals[k] == MPI_KEYVAL_INVALID) {
+            continue;
         }
+        for (int i = 0; i < 2; i++) {
+            void *attr;
+            int flag = 0;
+            if (PMPI_Comm_get_attr(predefined[i], *keyvals[k], &attr, &flag) == MPI_SUCCESS
+                && flag) {
+                PMPI_Comm_delete_attr(predefined[i], *keyvals[k]);
+            }
+        }
+        PMPI_Comm_free_keyval(keyvals[k]);
+        *keyvals[k] = MPI_KEYVAL_INVALID;
     }
-    PMPI_Comm_free_keyval(&comm_keyval);
-    comm_keyval = MPI_KEYVAL_INVALID;
     if (probe_comm != MPI_COMM_NULL) {
         PMPI_Comm_free(&probe_comm);
     }

@@ -229,6 +229,24 @@ void collar_comm_finalize(void);
 /* A duplicate of MPI_COMM_SELF whose errors return to collar: for asking
  * the MPI library, with one-rank calls, whether it accepts arguments. */
 MPI_Comm collar_comm_probe(void);
+/*
+ * The application's communicator as the errors of collar's operations on it
+ * need it: cached on it as an attribute (made locally, on the first
+ * operation that needs it), reference-counted like collar_comm_t.  When
+ * the application frees the communicator while operations still hold a
+ * reference, it keeps the error handler the communicator had then.
+ */
+typedef struct collar_usercomm collar_usercomm_t;
+/* The state of `comm` with a reference for the caller, or NULL (no memory,
+ * or before MPI_Init): then errors are raised on `comm` directly. */
+collar_usercomm_t *collar_usercomm_get(MPI_Comm comm);
+void collar_usercomm_unref(collar_usercomm_t *u);
+/* Raise `error` on the application's communicator `comm` (u: its state,
+ * or NULL): through its error handler; once the application has freed it,
+ * through the handler it had then, called on a duplicate of MPI_COMM_SELF.
+ * Returns error. */
+int collar_usercomm_raise(collar_usercomm_t *u, MPI_Comm comm, int error);
+
 /* Does the MPI library take device pointers?  COLLAR_MPI_CUDA_AWARE, else
  * the library's own answer where it has one (Open MPI's MPIX extension,
  * MPICH 4's MPIX_GPU_query_support).  After MPI_Init. */

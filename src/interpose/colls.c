@@ -736,7 +736,7 @@ static int op_istart(colls_op_t *op, int rc, MPI_Request *request)
     op->sched->cleanup_arg = op;
     op_start_schedule(op);
     collar_sched_t *s = op->sched;
-    st = collar_run_nonblocking(s, request);
+    st = collar_run_nonblocking(s, op->cc.comm, request);
     if (st != COLLAR_OK) {
         collar_error(COLL, "cannot create the request of a nonblocking %s: %s; "
                      "completing it before returning",

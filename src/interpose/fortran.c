@@ -588,15 +588,15 @@ static int f_has_statuses(int rc)
 static void f_wait(MPI_Fint *freq, MPI_Fint *fst, MPI_Fint *ierr)
 {
     MPI_Request req = MPI_Request_f2c(*freq);
-    MPI_Status st;
+    MPI_Status st = { 0 };
     f_init();
     const int ignore = f_status_ignore(fst);
+    /* Also on an error: a failed operation's request is complete (freed,
+     * MPI_REQUEST_NULL), and its status says the error. */
     int rc = MPI_Wait(&req, ignore ? MPI_STATUS_IGNORE : &st);
-    if (rc == MPI_SUCCESS) {
-        *freq = MPI_Request_c2f(req);
-        if (!ignore) {
-            f_status_out(fst, &st);
-        }
+    *freq = MPI_Request_c2f(req);
+    if (!ignore) {
+        f_status_out(fst, &st);
     }
     f_ret(ierr, rc);
 }
@@ -606,17 +606,16 @@ static void f_test(MPI_Fint *freq, MPI_Fint *flag, MPI_Fint *fst,
                    MPI_Fint *ierr)
 {
     MPI_Request req = MPI_Request_f2c(*freq);
-    MPI_Status st;
+    MPI_Status st = { 0 };
     int cflag = 0;
     f_init();
     const int ignore = f_status_ignore(fst);
+    /* An error of a completed operation comes with flag set (as MPI_Wait). */
     int rc = MPI_Test(&req, &cflag, ignore ? MPI_STATUS_IGNORE : &st);
-    if (rc == MPI_SUCCESS) {
-        *flag = cflag ? F_TRUE : 0;
-        *freq = MPI_Request_c2f(req);
-        if (cflag && !ignore) {
-            f_status_out(fst, &st);
-        }
+    *flag = cflag ? F_TRUE : 0;
+    *freq = MPI_Request_c2f(req);
+    if (cflag && !ignore) {
+        f_status_out(fst, &st);
     }
     f_ret(ierr, rc);
 }
@@ -691,8 +690,10 @@ static void f_waitany(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *index,
         return;
     }
     const int ignore = f_status_ignore(fst);
+    /* Also on an error: the index of the failed operation's request,
+     * which is complete. */
     rc = MPI_Waitany(n, r.req, &idx, ignore ? MPI_STATUS_IGNORE : &r.st[0]);
-    if (rc == MPI_SUCCESS) {
+    if (rc == MPI_SUCCESS || idx != MPI_UNDEFINED) {
         f_reqs_put(&r, n, freqs);
         *index = f_index(idx);
         if (!ignore) {
@@ -719,7 +720,7 @@ static void f_testany(MPI_Fint *count, MPI_Fint *freqs, MPI_Fint *index,
     const int ignore = f_status_ignore(fst);
     rc = MPI_Testany(n, r.req, &idx, &cflag,
                      ignore ? MPI_STATUS_IGNORE : &r.st[0]);
-    if (rc == MPI_SUCCESS) {
+    if (rc == MPI_SUCCESS || (cflag && idx != MPI_UNDEFINED)) {
         f_reqs_put(&r, n, freqs);
         *index = f_index(idx);
         *flag = cflag ? F_TRUE : 0;

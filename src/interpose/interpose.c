@@ -629,7 +629,7 @@ int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat
             s->stats_t0 = t0;
             s->stats_on = 1;
         }
-        st = collar_run_nonblocking(s, request);
+        st = collar_run_nonblocking(s, comm, request);
         if (st != COLLAR_OK) {
             /* The schedule is started: run it so that the other ranks,
              * which issue their side, are not left waiting. */
@@ -805,79 +805,146 @@ static int error_class(int rc)
     return cls;
 }
 
-/* After the library completed `request` with rc: the error of a
- * persistent operation collar ran (the library's completion says success),
- * in the status and through the operation's communicator's handler. */
-static int persist_result(int rc, MPI_Request request, MPI_Status *status)
+static int status_ignored(const MPI_Status *status)
 {
-    if (rc != MPI_SUCCESS) {
+    return status == MPI_STATUS_IGNORE || status == NULL;
+}
+
+/*
+ * The errors of collar's operations (request.c: the library's completion
+ * of collar's requests says success).  Each wrapper holds collar's
+ * requests among its arguments (collar_watch_begin) before the library
+ * completes them, then reports the error of each one the call completed,
+ * through its communicator's handler, as MPI reports its own.
+ */
+
+/* One request completed by MPI_Wait, MPI_Test, MPI_Waitany or MPI_Testany
+ * with rc: its error as the return code, in the status too. */
+static int result_one(collar_watch_t *w, int i, int rc, MPI_Status *status)
+{
+    if (rc != MPI_SUCCESS || !collar_watch_is_collar(w, i)) {
         return rc;
     }
-    collar_persist_t *p = collar_persist_find(request);
-    if (p == NULL || p->active || p->error == MPI_SUCCESS) {
-        return rc;
-    }
-    const int err = p->error;
-    p->error = MPI_SUCCESS;   /* reported once a start */
-    if (status != MPI_STATUS_IGNORE && status != NULL) {
+    const int err = collar_watch_take(w, i);
+    if (err != MPI_SUCCESS && !status_ignored(status)) {
         status->MPI_ERROR = err;
     }
-    PMPI_Comm_call_errhandler(p->comm, err);
     return err;
 }
 
-/* The same for an array completed as a whole: MPI_ERR_IN_STATUS when one
- * of collar's persistent operations failed. */
-static int persist_results(int rc, int count, const MPI_Request requests[],
-                           MPI_Status statuses[])
+/* Statuses of MPI_ERR_IN_STATUS: from the first error collar adds to a
+ * call that succeeded, every status says how its request ended. */
+static void statuses_clear(MPI_Status statuses[], int n)
 {
-    if (rc != MPI_SUCCESS) {
-        return rc;
+    for (int j = 0; j < n; j++) {
+        statuses[j].MPI_ERROR = MPI_SUCCESS;
     }
-    int failed = 0;
-    for (int i = 0; i < count && !failed; i++) {
-        const collar_persist_t *p = collar_persist_find(requests[i]);
-        failed = p != NULL && !p->active && p->error != MPI_SUCCESS;
-    }
-    if (!failed) {
-        return MPI_SUCCESS;
-    }
-    /* MPI_ERR_IN_STATUS: every status says how its request ended. */
-    for (int i = 0; i < count; i++) {
-        MPI_Status *st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE
-                                                         : &statuses[i];
-        if (st != MPI_STATUS_IGNORE) {
-            st->MPI_ERROR = MPI_SUCCESS;
-        }
-        persist_result(MPI_SUCCESS, requests[i], st);
-    }
-    return MPI_ERR_IN_STATUS;
 }
 
-COLLAR_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
+/* After MPI_Waitall or MPI_Testall with rc (all complete, or
+ * MPI_ERR_IN_STATUS): MPI_ERR_IN_STATUS when one of collar's operations
+ * failed, its error in its status, MPI_SUCCESS in the others'. */
+static int result_all(collar_watch_t *w, int rc, int count,
+                      const MPI_Request requests[], MPI_Status statuses[])
+{
+    const int in_status = rc != MPI_SUCCESS && error_class(rc) == MPI_ERR_IN_STATUS;
+    if (w->found == 0 || (rc != MPI_SUCCESS && !in_status)) {
+        return rc;
+    }
+    const int ignore = statuses == MPI_STATUSES_IGNORE;
+    int failed = 0;
+    for (int i = 0; i < count; i++) {
+        if (!collar_watch_is_collar(w, i)) {
+            continue;
+        }
+        /* After MPI_ERR_IN_STATUS the library may have left requests
+         * active (MPICH: MPI_ERR_PENDING); a nonblocking one it completed
+         * is freed. */
+        if (in_status && (ignore ? requests[i] != MPI_REQUEST_NULL
+                                 : error_class(statuses[i].MPI_ERROR) == MPI_ERR_PENDING)) {
+            continue;
+        }
+        const int err = collar_watch_take(w, i);
+        if (err == MPI_SUCCESS || ignore) {
+            failed |= err != MPI_SUCCESS;
+            continue;
+        }
+        if (!failed && !in_status) {
+            statuses_clear(statuses, count);
+        }
+        failed = 1;
+        statuses[i].MPI_ERROR = err;
+    }
+    return in_status ? rc : failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+}
+
+/* After MPI_Waitsome or MPI_Testsome with rc: the same for the outcount
+ * requests completed, statuses in the order of indices. */
+static int result_some(collar_watch_t *w, int rc, int outcount,
+                       const int indices[], MPI_Status statuses[])
+{
+    const int in_status = rc != MPI_SUCCESS && error_class(rc) == MPI_ERR_IN_STATUS;
+    if (w->found == 0 || (rc != MPI_SUCCESS && !in_status)
+        || outcount == MPI_UNDEFINED) {
+        return rc;
+    }
+    const int ignore = statuses == MPI_STATUSES_IGNORE;
+    int failed = 0;
+    for (int j = 0; j < outcount; j++) {
+        const int i = indices[j];
+        if (!collar_watch_is_collar(w, i)) {
+            continue;
+        }
+        const int err = collar_watch_take(w, i);
+        if (err == MPI_SUCCESS || ignore) {
+            failed |= err != MPI_SUCCESS;
+            continue;
+        }
+        if (!failed && !in_status) {
+            statuses_clear(statuses, outcount);
+        }
+        failed = 1;
+        statuses[j].MPI_ERROR = err;
+    }
+    return in_status ? rc : failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
+}
+
+static int wait_one(MPI_Request *request, MPI_Status *status)
 {
     unsigned spins = 0;
     for (;;) {
         if (!collar_progress_all()) {
-            return persist_result(PMPI_Wait(request, status), *request, status);
+            return PMPI_Wait(request, status);
         }
         int flag = 0;
         int rc = PMPI_Test(request, &flag, status);
         if (rc != MPI_SUCCESS || flag) {
-            return persist_result(rc, *request, status);
+            return rc;
         }
         wait_pause(&spins);
     }
 }
 
-COLLAR_EXPORT int MPI_Waitall(int count, MPI_Request requests[],
-                              MPI_Status statuses[])
+COLLAR_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
+{
+    collar_watch_t w;
+    collar_watch_begin(&w, request != NULL ? 1 : 0, request);
+    int rc = wait_one(request, status);
+    if (w.found != 0) {
+        rc = result_one(&w, 0, rc, status);
+        collar_watch_end(&w);
+    }
+    return rc;
+}
+
+static int wait_all(int count, MPI_Request requests[], MPI_Status statuses[],
+                    collar_watch_t *w)
 {
     unsigned spins = 0;
     for (;;) {
         if (!collar_progress_all()) {
-            return persist_results(PMPI_Waitall(count, requests, statuses),
-                                   count, requests, statuses);
+            return result_all(w, PMPI_Waitall(count, requests, statuses),
+                              count, requests, statuses);
         }
         int flag = 0;
         int rc = PMPI_Testall(count, requests, &flag, statuses);
@@ -892,17 +959,27 @@ COLLAR_EXPORT int MPI_Waitall(int count, MPI_Request requests[],
              * them finish before the call returns; they stay for the
              * application to collect, with the library's statuses. */
             collar_progress_requests(count, requests);
-            return rc;
+            return result_all(w, rc, count, requests, statuses);
         }
         if (rc != MPI_SUCCESS || flag) {
-            return persist_results(rc, count, requests, statuses);
+            return result_all(w, rc, count, requests, statuses);
         }
         wait_pause(&spins);
     }
 }
 
-COLLAR_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int *index,
-                              MPI_Status *status)
+COLLAR_EXPORT int MPI_Waitall(int count, MPI_Request requests[],
+                              MPI_Status statuses[])
+{
+    collar_watch_t w;
+    collar_watch_begin(&w, count, requests);
+    const int rc = wait_all(count, requests, statuses, &w);
+    collar_watch_end(&w);
+    return rc;
+}
+
+static int wait_any(int count, MPI_Request requests[], int *index,
+                    MPI_Status *status)
 {
     unsigned spins = 0;
     for (;;) {
@@ -918,9 +995,23 @@ COLLAR_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int *index,
     }
 }
 
-COLLAR_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[],
-                               int *outcount, int indices[],
-                               MPI_Status statuses[])
+COLLAR_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int *index,
+                              MPI_Status *status)
+{
+    collar_watch_t w;
+    collar_watch_begin(&w, count, requests);
+    int rc = wait_any(count, requests, index, status);
+    if (w.found != 0) {
+        if (index != NULL && *index != MPI_UNDEFINED) {
+            rc = result_one(&w, *index, rc, status);
+        }
+        collar_watch_end(&w);
+    }
+    return rc;
+}
+
+static int wait_some(int incount, MPI_Request requests[], int *outcount,
+                     int indices[], MPI_Status statuses[])
 {
     unsigned spins = 0;
     for (;;) {
@@ -935,40 +1026,101 @@ COLLAR_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[],
     }
 }
 
+COLLAR_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[],
+                               int *outcount, int indices[],
+                               MPI_Status statuses[])
+{
+    collar_watch_t w;
+    collar_watch_begin(&w, incount, requests);
+    int rc = wait_some(incount, requests, outcount, indices, statuses);
+    if (w.found != 0) {
+        rc = result_some(&w, rc, outcount != NULL ? *outcount : MPI_UNDEFINED,
+                         indices, statuses);
+        collar_watch_end(&w);
+    }
+    return rc;
+}
+
 COLLAR_EXPORT int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 {
+    collar_watch_t w;
+    collar_watch_begin(&w, request != NULL ? 1 : 0, request);
     collar_progress_all();
     int rc = PMPI_Test(request, flag, status);
-    return rc == MPI_SUCCESS && *flag ? persist_result(rc, *request, status) : rc;
+    if (w.found != 0) {
+        if (rc == MPI_SUCCESS && *flag) {
+            rc = result_one(&w, 0, rc, status);
+        }
+        collar_watch_end(&w);
+    }
+    return rc;
 }
 
 COLLAR_EXPORT int MPI_Testall(int count, MPI_Request requests[], int *flag,
                               MPI_Status statuses[])
 {
+    collar_watch_t w;
+    collar_watch_begin(&w, count, requests);
     collar_progress_all();
     int rc = PMPI_Testall(count, requests, flag, statuses);
-    return rc == MPI_SUCCESS && *flag
-           ? persist_results(rc, count, requests, statuses) : rc;
+    if (w.found != 0) {
+        if (rc != MPI_SUCCESS || *flag) {
+            rc = result_all(&w, rc, count, requests, statuses);
+        }
+        collar_watch_end(&w);
+    }
+    return rc;
 }
 
 COLLAR_EXPORT int MPI_Testany(int count, MPI_Request requests[], int *index,
                               int *flag, MPI_Status *status)
 {
+    collar_watch_t w;
+    collar_watch_begin(&w, count, requests);
     collar_progress_all();
-    return PMPI_Testany(count, requests, index, flag, status);
+    int rc = PMPI_Testany(count, requests, index, flag, status);
+    if (w.found != 0) {
+        if (rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED) {
+            rc = result_one(&w, *index, rc, status);
+        }
+        collar_watch_end(&w);
+    }
+    return rc;
 }
 
 COLLAR_EXPORT int MPI_Testsome(int incount, MPI_Request requests[],
                                int *outcount, int indices[],
                                MPI_Status statuses[])
 {
+    collar_watch_t w;
+    collar_watch_begin(&w, incount, requests);
     collar_progress_all();
-    return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+    int rc = PMPI_Testsome(incount, requests, outcount, indices, statuses);
+    if (w.found != 0) {
+        rc = result_some(&w, rc, outcount != NULL ? *outcount : MPI_UNDEFINED,
+                         indices, statuses);
+        collar_watch_end(&w);
+    }
+    return rc;
 }
 
+/* The request stays: its error is put in the status, and reported by the
+ * completion call that frees or deactivates the request. */
 COLLAR_EXPORT int MPI_Request_get_status(MPI_Request request, int *flag,
                                          MPI_Status *status)
 {
+    collar_watch_t w;
+    collar_watch_begin(&w, 1, &request);
     collar_progress_all();
-    return PMPI_Request_get_status(request, flag, status);
+    int rc = PMPI_Request_get_status(request, flag, status);
+    if (w.found != 0) {
+        if (rc == MPI_SUCCESS && *flag && !status_ignored(status)) {
+            const int err = collar_watch_peek(&w, 0);
+            if (err != MPI_SUCCESS) {
+                status->MPI_ERROR = err;
+            }
+        }
+        collar_watch_end(&w);
+    }
+    return rc;
 }

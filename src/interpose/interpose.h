@@ -9,6 +9,8 @@
 #include "../algo/algo.h"
 #include "../mem/mem.h"
 
+#include <stdatomic.h>
+
 #define COLLAR_EXPORT __attribute__((visibility("default")))
 
 /* One allreduce call, whichever of its six bindings. */
@@ -46,8 +48,11 @@ int collar_progress_all(void);
 void collar_progress_requests(int count, const MPI_Request requests[]);
 /* Run a started schedule to completion; returns its final status. */
 collar_status_t collar_run_blocking(collar_sched_t *s);
-/* Hand a started schedule to progress behind a new generalized request. */
-collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Request *request);
+/* Hand a started schedule to progress behind a new generalized request;
+ * comm: the application's communicator of the operation (its errors go
+ * through its handler, request.c). */
+collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Comm comm,
+                                       MPI_Request *request);
 /* Hand a started schedule with an on_finish hook to progress (a start of
  * a persistent operation). */
 void collar_run_persistent(collar_sched_t *s);
@@ -60,15 +65,90 @@ void collar_progress_thread_enable(long interval_us);
 /* Stop and join it (before MPI_Finalize). */
 void collar_progress_thread_stop(void);
 
+/* ------------------------------------------ collar's requests (request.c) */
+
+typedef enum {
+    COLLAR_REQUEST_NONBLOCKING,   /* a generalized request (progress.c) */
+    COLLAR_REQUEST_PERSISTENT     /* collar_persist_t (persist.c) */
+} collar_request_kind_t;
+
+/*
+ * A request the application got from collar, whose operation collar runs:
+ * in one table by handle while the MPI library holds the request.  The
+ * library's completion of it says success; the operation's error is kept
+ * here, and collar's completion calls report it (through the handler of
+ * `comm`).  Reference-counted: the owner's reference (from
+ * collar_request_init), and one per completion call that holds it
+ * (collar_watch_begin); `release` runs at the last.
+ */
+typedef struct collar_request collar_request_t;
+struct collar_request {
+    collar_request_kind_t kind;
+    MPI_Request       handle;    /* the application's request */
+    MPI_Comm          comm;      /* the application's communicator */
+    collar_usercomm_t *ucomm;    /* its state (a reference), or NULL */
+    atomic_int        error;     /* the operation's MPI error, until reported */
+    atomic_int        watched;   /* completion calls of collar's holding it */
+    atomic_int        refs;
+    void            (*release)(collar_request_t *r);
+    /* Kept by request.c. */
+    collar_request_t *next;
+    int               listed;
+};
+
+/* Fill `r` with one reference (the caller's), for an operation on the
+ * application's communicator `comm`. */
+void collar_request_init(collar_request_t *r, collar_request_kind_t kind,
+                         MPI_Comm comm, void (*release)(collar_request_t *r));
+void collar_request_ref(collar_request_t *r);
+/* Drop a reference; the last one calls release. */
+void collar_request_unref(collar_request_t *r);
+/* Enter `r` in the table under `handle` (before the application sees it). */
+void collar_request_add(collar_request_t *r, MPI_Request handle);
+/* Take it out (the library frees or has freed the handle); idempotent. */
+void collar_request_remove(collar_request_t *r);
+/* The request entered under `handle`, else NULL.  Good while the caller
+ * holds the application's request (nothing else can remove it then). */
+collar_request_t *collar_request_find(MPI_Request handle);
+/* The operation's error (MPI_SUCCESS: none, or a new start). */
+void collar_request_set_error(collar_request_t *r, int error);
+/* Whether one of collar's completion calls holds it now. */
+int collar_request_is_watched(const collar_request_t *r);
+
+/*
+ * collar's requests among the requests of one completion call, held from
+ * before the library's completion (while the handles still name them) to
+ * the end of the call.
+ */
+typedef struct {
+    int                count;   /* entries in reqs (0: none of collar's) */
+    int                found;   /* collar's requests among them */
+    collar_request_t **reqs;    /* [count]: collar's request, or NULL */
+    collar_request_t  *local[16];
+} collar_watch_t;
+
+/* Look requests[0..count-1] up and hold collar's; one atomic load while
+ * collar has no request. */
+void collar_watch_begin(collar_watch_t *w, int count, const MPI_Request requests[]);
+void collar_watch_end(collar_watch_t *w);
+/* Whether requests[i] of the call is one of collar's. */
+int collar_watch_is_collar(const collar_watch_t *w, int i);
+/* requests[i], which the call completed: its operation's error, reported
+ * once (cleared, and raised through its communicator's handler), or
+ * MPI_SUCCESS. */
+int collar_watch_take(collar_watch_t *w, int i);
+/* The error of requests[i] without reporting it (MPI_Request_get_status). */
+int collar_watch_peek(const collar_watch_t *w, int i);
+
 /* ------------------------------------------------ persistent (persist.c) */
 
 /*
  * A persistent operation collar runs itself.  The owner (interpose.c,
- * colls.c) fills coll, start and destroy, then collar_persist_create gives
- * it the application's request.  start: called by MPI_Start with the
- * request's receive posted; it starts the operation, whose end calls
- * collar_persist_finished.  destroy: frees the owner's state (after
- * MPI_Request_free, or at MPI_Finalize).
+ * colls.c) fills coll, start, destroy and comm, then
+ * collar_persist_create gives it the application's request.  start: called
+ * by MPI_Start with the request's receive posted; it starts the operation,
+ * whose end calls collar_persist_finished.  destroy: frees the owner's
+ * state (after MPI_Request_free, or at MPI_Finalize).
  */
 typedef struct collar_persist collar_persist_t;
 struct collar_persist {
@@ -77,18 +157,16 @@ struct collar_persist {
     void            (*destroy)(collar_persist_t *p);
     MPI_Comm          comm;      /* the application's, for its error handler */
     /* Kept by persist.c. */
-    MPI_Request       handle;
+    collar_request_t  req;       /* the application's request; its error:
+                                    that of the last start */
     int               tag;
     int               active;
     int               freed;     /* freed by the application while active */
-    int               error;     /* MPI error of the last start */
     collar_persist_t *next;
 };
 
 int collar_persist_create(collar_persist_t *p, MPI_Request *request);
 void collar_persist_finished(collar_persist_t *p, int error);
-/* The operation behind `handle` when it is one of collar's, else NULL. */
-collar_persist_t *collar_persist_find(MPI_Request handle);
 /* Free every persistent operation left (MPI_Finalize). */
 void collar_persist_finalize(void);
 

@@ -19,61 +19,43 @@
  *                    Wait/Test family, MPI_Request_get_status, a Fortran
  *                    binding that calls PMPI_Wait directly)
  *
- * The operation's error, if any, is returned by collar's MPI_Wait, MPI_Test,
- * MPI_Waitall and MPI_Testall (the library's completion says success).
+ * The operation's error, if any, is kept with the request in collar's table
+ * of requests (request.c) and returned by collar's completion calls, through
+ * the operation's communicator's handler (the library's completion says
+ * success).
+ *
  * MPI_Request_free on an active request: collar marks the operation freed
  * and hands MPI_REQUEST_NULL back at once; the library's receive stays
- * posted until the operation finishes, when collar sends the empty message,
- * completes the receive itself (PMPI_Wait: the message is local and already
- * sent) and frees it and its own state.  The library never frees a receive
- * of collar's that is still posted: MPICH 4.0.2 frees the receive's memory
- * at once there, and the empty message then completes whichever request
- * reused it (a send of the next operation, seen as wrong data and an
- * assertion in MPICH's completion counter).
+ * posted (and its tag reserved) until the operation finishes, when collar
+ * sends the empty message, completes the receive itself (PMPI_Wait: the
+ * message is local and already sent) and frees it and its own state.  The
+ * library is never asked to free a receive of collar's that is still
+ * posted: MPICH 4.0.2 frees the receive's memory at once there, and the
+ * empty message then completes whichever request reused it (a send of the
+ * next operation: wrong data, or an assertion in MPICH's completion
+ * counter).
  */
 #include "config.h"
 #include "interpose.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdint.h>
+#include <stddef.h>
 #include <stdlib.h>
-#include <string.h>
 
-#define PERSIST_BUCKETS 64
-
+/* persist_lock: the list of every persistent operation (for tags and
+ * MPI_Finalize), self_comm, and each operation's active and freed. */
 static pthread_mutex_t persist_lock = PTHREAD_MUTEX_INITIALIZER;
-static collar_persist_t *buckets[PERSIST_BUCKETS];
+static collar_persist_t *persist_head;
 static atomic_int persist_count;
 static MPI_Comm self_comm = MPI_COMM_NULL;
 static int next_tag;
 static int tag_ub = 32767;
 
-static unsigned bucket_of(MPI_Request handle)
-{
-    uint64_t key = 0;
-    memcpy(&key, &handle, sizeof(handle) < sizeof(key) ? sizeof(handle) : sizeof(key));
-    key ^= key >> 29;
-    key *= 0xbf58476d1ce4e5b9ULL;
-    key ^= key >> 32;
-    return (unsigned)(key % PERSIST_BUCKETS);
-}
-
-/* Called with persist_lock held. */
-static collar_persist_t *lookup_locked(MPI_Request handle)
-{
-    for (collar_persist_t *p = buckets[bucket_of(handle)]; p != NULL; p = p->next) {
-        if (p->handle == handle) {
-            return p;
-        }
-    }
-    return NULL;
-}
-
-/* Called with persist_lock held. */
+/* Called with persist_lock held: off the list. */
 static void unlink_locked(collar_persist_t *p)
 {
-    collar_persist_t **pp = &buckets[bucket_of(p->handle)];
+    collar_persist_t **pp = &persist_head;
     while (*pp != NULL && *pp != p) {
         pp = &(*pp)->next;
     }
@@ -84,19 +66,22 @@ static void unlink_locked(collar_persist_t *p)
     }
 }
 
-collar_persist_t *collar_persist_find(MPI_Request handle)
+/* The operation behind `handle` when it is one of collar's persistent
+ * operations, else NULL. */
+static collar_persist_t *persist_find(MPI_Request handle)
 {
-    if (atomic_load_explicit(&persist_count, memory_order_relaxed) == 0
-        || handle == MPI_REQUEST_NULL) {
+    collar_request_t *r = collar_request_find(handle);
+    if (r == NULL || r->kind != COLLAR_REQUEST_PERSISTENT) {
         return NULL;
     }
-    pthread_mutex_lock(&persist_lock);
-    collar_persist_t *p = lookup_locked(handle);
-    if (p != NULL && p->freed) {
-        p = NULL;   /* the application's handle is MPI_REQUEST_NULL now */
-    }
-    pthread_mutex_unlock(&persist_lock);
-    return p;
+    return (collar_persist_t *)((char *)r - offsetof(collar_persist_t, req));
+}
+
+/* The request's last reference: the owner's state goes. */
+static void persist_release(collar_request_t *r)
+{
+    collar_persist_t *p = (collar_persist_t *)((char *)r - offsetof(collar_persist_t, req));
+    p->destroy(p);
 }
 
 int collar_persist_create(collar_persist_t *p, MPI_Request *request)
@@ -121,12 +106,10 @@ int collar_persist_create(collar_persist_t *p, MPI_Request *request)
         tag = next_tag;
         next_tag = next_tag >= tag_ub ? 0 : next_tag + 1;
         int used = 0;
-        for (int b = 0; b < PERSIST_BUCKETS && !used; b++) {
-            for (const collar_persist_t *q = buckets[b]; q != NULL; q = q->next) {
-                if (q->tag == tag) {
-                    used = 1;
-                    break;
-                }
+        for (const collar_persist_t *q = persist_head; q != NULL; q = q->next) {
+            if (q->tag == tag) {
+                used = 1;
+                break;
             }
         }
         if (!used) {
@@ -136,18 +119,22 @@ int collar_persist_create(collar_persist_t *p, MPI_Request *request)
     p->tag = tag;
     p->active = 0;
     p->freed = 0;
-    p->error = MPI_SUCCESS;
-    int rc = PMPI_Recv_init(NULL, 0, MPI_BYTE, 0, tag, self_comm, &p->handle);
+    MPI_Request handle = MPI_REQUEST_NULL;
+    int rc = PMPI_Recv_init(NULL, 0, MPI_BYTE, 0, tag, self_comm, &handle);
     if (rc != MPI_SUCCESS) {
         pthread_mutex_unlock(&persist_lock);
         return rc;
     }
-    unsigned b = bucket_of(p->handle);
-    p->next = buckets[b];
-    buckets[b] = p;
+    p->next = persist_head;
+    persist_head = p;
     atomic_fetch_add(&persist_count, 1);
     pthread_mutex_unlock(&persist_lock);
-    *request = p->handle;
+    /* Outside persist_lock: a handler collar calls while it holds the
+     * lock of collar_usercomm_raise may call MPI_Start. */
+    collar_request_init(&p->req, COLLAR_REQUEST_PERSISTENT, p->comm,
+                        persist_release);
+    collar_request_add(&p->req, handle);
+    *request = handle;
     return MPI_SUCCESS;
 }
 
@@ -157,11 +144,11 @@ void collar_persist_finished(collar_persist_t *p, int error)
     pthread_mutex_lock(&persist_lock);
     collar_trace(COLL, "persistent %s (tag %d): finished, error %d",
                  collar_coll_name(p->coll), p->tag, error);
-    p->error = error;
+    collar_request_set_error(&p->req, error);
     p->active = 0;
     const int freed = p->freed;
     if (freed) {
-        unlink_locked(p);   /* kept until now: its tag stays reserved */
+        unlink_locked(p);   /* listed until now: its tag stays reserved */
     }
     MPI_Request sreq = MPI_REQUEST_NULL;
     if (PMPI_Isend(NULL, 0, MPI_BYTE, 0, p->tag, self_comm, &sreq) == MPI_SUCCESS) {
@@ -174,15 +161,16 @@ void collar_persist_finished(collar_persist_t *p, int error)
     if (freed) {
         /* The application freed the request while it was active: collar
          * completes and frees the receive (see the top of this file). */
-        PMPI_Wait(&p->handle, MPI_STATUS_IGNORE);
-        PMPI_Request_free(&p->handle);
-        p->destroy(p);
+        MPI_Request handle = p->req.handle;
+        PMPI_Wait(&handle, MPI_STATUS_IGNORE);
+        PMPI_Request_free(&handle);
+        collar_request_unref(&p->req);
     }
 }
 
 static int start_one(MPI_Request *request)
 {
-    collar_persist_t *p = collar_persist_find(*request);
+    collar_persist_t *p = persist_find(*request);
     if (p == NULL) {
         return PMPI_Start(request);
     }
@@ -191,12 +179,12 @@ static int start_one(MPI_Request *request)
          * answer for its own request in that state. */
         return PMPI_Start(request);
     }
-    int rc = PMPI_Start(&p->handle);
+    int rc = PMPI_Start(request);
     if (rc != MPI_SUCCESS) {
         return rc;
     }
     p->active = 1;
-    p->error = MPI_SUCCESS;
+    collar_request_set_error(&p->req, MPI_SUCCESS);
     collar_trace(COLL, "persistent %s (tag %d): start", collar_coll_name(p->coll), p->tag);
     p->start(p);
     return MPI_SUCCESS;
@@ -228,16 +216,17 @@ COLLAR_EXPORT int MPI_Startall(int count, MPI_Request requests[])
 
 COLLAR_EXPORT int MPI_Request_free(MPI_Request *request)
 {
-    collar_persist_t *p = request != NULL ? collar_persist_find(*request) : NULL;
+    collar_persist_t *p = request != NULL && atomic_load_explicit(
+                              &persist_count, memory_order_relaxed) != 0
+                          ? persist_find(*request) : NULL;
     if (p == NULL) {
         return PMPI_Request_free(request);
     }
+    collar_request_remove(&p->req);
     pthread_mutex_lock(&persist_lock);
     if (p->active) {
         /* collar_persist_finished frees the receive and collar's state when
-         * the operation ends; `p` may be gone once the lock is released.
-         * It stays listed until then, so that no new operation takes its
-         * tag while its receive is posted. */
+         * the operation ends; `p` may be gone once the lock is released. */
         p->freed = 1;
         pthread_mutex_unlock(&persist_lock);
         *request = MPI_REQUEST_NULL;
@@ -248,28 +237,28 @@ COLLAR_EXPORT int MPI_Request_free(MPI_Request *request)
     /* Inactive for collar, but the application may not have completed the
      * last start: its empty message is sent, so this wait returns at once
      * (and at once for a request never started or already completed). */
-    int rc = PMPI_Wait(&p->handle, MPI_STATUS_IGNORE);
+    int rc = PMPI_Wait(request, MPI_STATUS_IGNORE);
     if (rc == MPI_SUCCESS) {
-        rc = PMPI_Request_free(&p->handle);
+        rc = PMPI_Request_free(request);
     }
     *request = MPI_REQUEST_NULL;
-    p->destroy(p);
+    collar_request_unref(&p->req);
     return rc;
 }
 
 void collar_persist_finalize(void)
 {
     pthread_mutex_lock(&persist_lock);
-    for (int b = 0; b < PERSIST_BUCKETS; b++) {
-        while (buckets[b] != NULL) {
-            collar_persist_t *p = buckets[b];
-            unlink_locked(p);
-            if (!p->active) {
-                PMPI_Request_free(&p->handle);
-                pthread_mutex_unlock(&persist_lock);
-                p->destroy(p);
-                pthread_mutex_lock(&persist_lock);
-            }
+    while (persist_head != NULL) {
+        collar_persist_t *p = persist_head;
+        unlink_locked(p);
+        collar_request_remove(&p->req);
+        if (!p->active) {
+            MPI_Request handle = p->req.handle;
+            PMPI_Request_free(&handle);
+            pthread_mutex_unlock(&persist_lock);
+            collar_request_unref(&p->req);
+            pthread_mutex_lock(&persist_lock);
         }
     }
     if (self_comm != MPI_COMM_NULL) {

@@ -28,13 +28,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-/* The state behind a generalized request.  Two references: the schedule's
- * (dropped when it completes the request) and MPI's (dropped in free_fn). */
-typedef struct {
-    atomic_int  refs;
-    int         error;
-    MPI_Request request;
-} greq_state_t;
+/* The state behind a generalized request is its entry in collar's table of
+ * requests (request.c), with two references at first: the schedule's
+ * (dropped when it completes the request) and MPI's (dropped in free_fn,
+ * which also takes it out of the table). */
+typedef collar_request_t greq_state_t;
 
 static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
 static collar_sched_t *run_head;
@@ -50,27 +48,39 @@ static int             thr_stop;
 static pthread_t       thr_id;
 static long            thr_interval_us;
 
-static void greq_release(greq_state_t *g)
+static void greq_release(collar_request_t *r)
 {
-    if (atomic_fetch_sub(&g->refs, 1) == 1) {
-        free(g);
-    }
+    free(r);
 }
 
+/*
+ * The library's completion of the request (MPI_Wait, MPI_Test, ...,
+ * MPI_Request_get_status).  Through collar's completion calls, which hold
+ * the request, it says success and collar reports the operation's error
+ * on the operation's communicator (interpose.c).  A completion collar does
+ * not see (a direct PMPI_Wait, Fortran's mpi_f08 module) gets the error
+ * from here, and the library raises it where it raises errors of
+ * generalized requests (MPI_COMM_WORLD's handler, in Open MPI 4.1 and
+ * MPICH 4.0).
+ */
 static int greq_query_fn(void *extra, MPI_Status *status)
 {
     greq_state_t *g = extra;
+    const int error = collar_request_is_watched(g) ? MPI_SUCCESS
+                                                   : atomic_load(&g->error);
     PMPI_Status_set_elements(status, MPI_BYTE, 0);
     PMPI_Status_set_cancelled(status, 0);
     status->MPI_SOURCE = MPI_UNDEFINED;
     status->MPI_TAG = MPI_UNDEFINED;
-    status->MPI_ERROR = g->error;
-    return g->error;
+    status->MPI_ERROR = error;
+    return error;
 }
 
 static int greq_free_fn(void *extra)
 {
-    greq_release(extra);
+    greq_state_t *g = extra;
+    collar_request_remove(g);
+    collar_request_unref(g);
     return MPI_SUCCESS;
 }
 
@@ -124,10 +134,12 @@ static void run_finish(collar_sched_t *s)
     if (s->on_finish != NULL) {
         s->on_finish(s);   /* a persistent operation: it stays (or is freed) */
     } else if (g != NULL) {
-        g->error = s->status == COLLAR_OK ? MPI_SUCCESS : s->mpi_error;
+        collar_request_set_error(g, s->status == COLLAR_OK ? MPI_SUCCESS
+                                                           : s->mpi_error);
+        const MPI_Request request = g->handle;
         collar_sched_destroy(s);
-        PMPI_Grequest_complete(g->request);
-        greq_release(g);
+        PMPI_Grequest_complete(request);
+        collar_request_unref(g);
     }
     if (listed) {
         atomic_fetch_sub(&run_count, 1);
@@ -172,8 +184,8 @@ int collar_progress_all(void)
 static int run_holds(MPI_Request request)
 {
     for (const collar_sched_t *s = run_head; s != NULL; s = s->next) {
-        const greq_state_t *g = s->owner;
-        if (g != NULL && g->request == request) {
+        const greq_state_t *g = s->on_finish == NULL ? s->owner : NULL;
+        if (g != NULL && g->handle == request) {
             return 1;
         }
     }
@@ -319,21 +331,23 @@ void collar_run_persistent(collar_sched_t *s)
     run_add(s);
 }
 
-collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Request *request)
+collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Comm comm,
+                                       MPI_Request *request)
 {
     greq_state_t *g = malloc(sizeof(*g));
     if (g == NULL) {
         return COLLAR_ERR_NO_MEMORY;
     }
-    atomic_init(&g->refs, 2);
-    g->error = MPI_SUCCESS;
+    collar_request_init(g, COLLAR_REQUEST_NONBLOCKING, comm, greq_release);
+    collar_request_ref(g);   /* MPI's, dropped in free_fn */
     int rc = PMPI_Grequest_start(greq_query_fn, greq_free_fn, greq_cancel_fn, g,
                                  request);
     if (rc != MPI_SUCCESS) {
-        free(g);
+        collar_request_unref(g);
+        collar_request_unref(g);
         return COLLAR_ERR_MPI;
     }
-    g->request = *request;
+    collar_request_add(g, *request);
     s->owner = g;
     run_add(s);
     return COLLAR_OK;
