@@ -163,6 +163,11 @@ static void comm_find_node(collar_comm_t *c)
     c->node_rank = 0;
     c->node_size = 1;
     c->one_node = 0;
+    int inter = 0;
+    PMPI_Comm_test_inter(c->private_comm, &inter);
+    if (inter) {
+        return;   /* nodes of intercommunicators are not looked for */
+    }
     int rc = PMPI_Comm_split_type(c->private_comm, MPI_COMM_TYPE_SHARED, c->rank,
                                   MPI_INFO_NULL, &shared);
     const long k = collar_cfg.sim_node_size;
