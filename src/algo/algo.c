@@ -117,6 +117,14 @@ collar_status_t collar_call_validate(const collar_call_t *call,
     return COLLAR_OK;
 }
 
+void collar_block_range(MPI_Count count, int n, int b, MPI_Count *first,
+                        MPI_Count *len)
+{
+    const MPI_Count base = count / n, extra = count % n;
+    *len = base + (b < extra ? 1 : 0);
+    *first = (MPI_Count)b * base + (b < extra ? b : extra);
+}
+
 int collar_call_chunkable(const collar_call_t *call)
 {
     return call->extent > 0 && call->true_extent <= call->extent;
@@ -127,6 +135,13 @@ void collar_algo_eligible(const collar_call_t *call, int mpi_cuda_aware,
 {
     plan->device_pointers_ok = call->mem == COLLAR_MEM_HOST || mpi_cuda_aware;
     plan->mpi_cuda_aware = mpi_cuda_aware;
+    if (plan->alg == COLLAR_ALG_IPC && !collar_algo_ipc_eligible_call(call)) {
+        plan->alg = COLLAR_ALG_CHUNKED;
+        plan->fallback = call->mem == COLLAR_MEM_HOST || call->rmem == COLLAR_MEM_HOST
+                         ? "ipc -> chunked: ipc works on device buffers only"
+                         : "ipc -> chunked: ipc reduces by itself and needs a "
+                           "predefined op and datatype it has a reduction for";
+    }
     if (plan->alg == COLLAR_ALG_RING && !collar_algo_ring_eligible(call, 1)) {
         plan->alg = COLLAR_ALG_CHUNKED;
         plan->fallback = "ring -> chunked: ring reduces by itself and needs a "
@@ -154,6 +169,8 @@ collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg)
         return collar_algo_chunked_build;
     case COLLAR_ALG_RING:
         return collar_algo_ring_build;
+    case COLLAR_ALG_IPC:
+        return collar_algo_ipc_build;
     case COLLAR_ALG_AUTO:
     case COLLAR_ALG_NATIVE:
     case COLLAR_ALG_COUNT:

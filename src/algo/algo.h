@@ -87,6 +87,43 @@ collar_status_t collar_algo_ring_build(const collar_call_t *call,
 int collar_algo_ring_eligible(const collar_call_t *call, int comm_size);
 
 /*
+ * ipc: within one node, through device memory the ranks map from each
+ * other (src/algo/ipc.c); one-shot below plan->oneshot bytes (default
+ * COLLAR_IPC_ONESHOT_DEFAULT), two-shot from there.
+ */
+#define COLLAR_IPC_ONESHOT_DEFAULT ((size_t)256 << 10)
+collar_status_t collar_algo_ipc_build(const collar_call_t *call,
+                                      const collar_plan_t *plan,
+                                      collar_sched_t *sched);
+/* The one-shot threshold in force for the plan. */
+size_t collar_algo_ipc_oneshot(const collar_plan_t *plan);
+/* Can ipc run this call, as far as the call shows?  Device buffers, a
+ * predefined op and type the device reduces, laid out densely. */
+int collar_algo_ipc_eligible_call(const collar_call_t *call);
+/*
+ * The rest of ipc's eligibility, which needs the communicator: all its
+ * ranks on one node, and an IPC region large enough for the call that
+ * every rank could map.  Registers (or grows) the region when needed:
+ * collective over the communicator, so called by every rank in the same
+ * call (after collar_algo_eligible; nothing else changes plan->alg to or
+ * from ipc).  Otherwise plan->alg becomes chunked, with the reason in
+ * plan->fallback, on every rank alike (an allreduce at registration).
+ * `progress` advances collar's other operations while it waits.
+ */
+void collar_algo_ipc_eligible(const collar_call_t *call, collar_comm_t *comm,
+                              collar_check_progress_fn_t progress,
+                              collar_plan_t *plan);
+
+/*
+ * Blocks of a message cut among n: block b of `count` elements starts at
+ * element *first and has *len elements; the first count % n blocks have
+ * one element more (remainders go to the low blocks).  The ring's blocks
+ * and ipc's slices.
+ */
+void collar_block_range(MPI_Count count, int n, int b, MPI_Count *first,
+                        MPI_Count *len);
+
+/*
  * The ring's tags.  Every operation on a communicator takes a window of
  * `span` tags, base = (seq % nwin) * span, so that up to nwin operations in
  * flight on one communicator never match each other's messages, and every
@@ -130,6 +167,8 @@ int collar_call_chunkable(const collar_call_t *call);
  * the algorithm can run this call, and say why in plan->fallback.
  *   native  on device memory needs an MPI library that takes device
  *           pointers (mpi_cuda_aware)           -> staged
+ *   ipc     device buffers, and what ring needs    -> chunked
+ *           (then collar_algo_ipc_eligible: one node, IPC memory)
  *   ring    reduces by itself: needs a predefined op and type collar has
  *           a reduction for, laid out densely    -> chunked
  *   chunked needs elements that can be cut apart (collar_call_chunkable)

@@ -331,11 +331,8 @@ collar_status_t collar_algo_ring_build(const collar_call_t *call,
         goto out;
     }
     /* Remainders go to the low blocks. */
-    MPI_Count off = 0;
     for (int b = 0; b < g.n; b++) {
-        g.bcount[b] = call->count / g.n + (b < call->count % g.n ? 1 : 0);
-        g.boff[b] = off;
-        off += g.bcount[b];
+        collar_block_range(call->count, g.n, b, &g.boff[b], &g.bcount[b]);
     }
     if (g.per > g.bcount[0] && g.bcount[0] > 0) {
         g.per = g.bcount[0];

@@ -22,6 +22,16 @@
  * handler, or, once it is freed, through the handler it had then: a second
  * attribute (collar_usercomm_t, made locally, also for the collectives
  * that need no private duplicate) keeps it.
+ *
+ * Nodes: when the state is made, MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
+ * of the private communicator gives the ranks of this rank's node, and one
+ * MPI_MIN allreduce whether the whole communicator is one node.  With
+ * COLLAR_SIM_NODE_SIZE=k on the sim device the node is cut into pseudo-nodes
+ * of k consecutive ranks (by rank in MPI_COMM_WORLD, so that a process is
+ * on the same pseudo-node in every communicator), so that tests on one
+ * machine see several nodes.  This happens on the first call, when no
+ * operation of the communicator is outstanding, so these collectives cannot
+ * come between a schedule's.
  */
 #include "config.h"
 #include "core.h"
@@ -112,6 +122,12 @@ void collar_comm_unref(collar_comm_t *c)
 {
     if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0) {
         return;
+    }
+    if (c->ipc != NULL && c->ipc_release != NULL) {
+        c->ipc_release(c->ipc);
+    }
+    if (c->node_comm != MPI_COMM_NULL) {
+        PMPI_Comm_free(&c->node_comm);
     }
     if (c->private_comm != MPI_COMM_NULL) {
         /* MPI_Comm_free is not collective in effect: each rank frees its
@@ -272,6 +288,52 @@ void collar_comm_finalize(void)
     }
 }
 
+/* c->node_*: the node this rank is on, collectively over the private
+ * communicator.  On failure: no node communicator, not one node. */
+static void comm_find_node(collar_comm_t *c)
+{
+    MPI_Comm shared = MPI_COMM_NULL;
+    c->node_comm = MPI_COMM_NULL;
+    c->node_rank = 0;
+    c->node_size = 1;
+    c->one_node = 0;
+    int inter = 0;
+    PMPI_Comm_test_inter(c->private_comm, &inter);
+    if (inter) {
+        return;   /* nodes of intercommunicators are not looked for */
+    }
+    int rc = PMPI_Comm_split_type(c->private_comm, MPI_COMM_TYPE_SHARED, c->rank,
+                                  MPI_INFO_NULL, &shared);
+    const long k = collar_cfg.sim_node_size;
+    if (rc == MPI_SUCCESS && k > 0
+        && collar_cfg.device == COLLAR_DEVICE_SIM) {
+        /* By rank in MPI_COMM_WORLD: a node is a property of the process,
+         * the same in every communicator. */
+        int wrank = 0;
+        PMPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+        MPI_Comm pseudo = MPI_COMM_NULL;
+        rc = PMPI_Comm_split(shared, (int)(wrank / k), c->rank, &pseudo);
+        PMPI_Comm_free(&shared);
+        shared = pseudo;
+    }
+    int mine = 0;
+    if (rc == MPI_SUCCESS) {
+        PMPI_Comm_set_errhandler(shared, MPI_ERRORS_RETURN);
+        PMPI_Comm_rank(shared, &c->node_rank);
+        PMPI_Comm_size(shared, &c->node_size);
+        c->node_comm = shared;
+        mine = c->node_size == c->size;
+    }
+    int all = 0;
+    if (PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c->private_comm)
+        != MPI_SUCCESS) {
+        all = 0;
+    }
+    c->one_node = all;
+    collar_debug(COLL, "node: rank %d of %d on this node%s", c->node_rank,
+                 c->node_size, all ? " (the whole communicator)" : "");
+}
+
 collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state)
 {
     void *attr = NULL;
@@ -303,6 +365,7 @@ collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state)
     }
     PMPI_Comm_size(comm, &c->size);
     PMPI_Comm_rank(comm, &c->rank);
+    comm_find_node(c);
     int *ub = NULL;
     c->tag_ub = 32767;
     if (PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS
@@ -311,6 +374,9 @@ collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state)
     }
     rc = PMPI_Comm_set_attr(comm, comm_keyval, c);
     if (rc != MPI_SUCCESS) {
+        if (c->node_comm != MPI_COMM_NULL) {
+            PMPI_Comm_free(&c->node_comm);
+        }
         PMPI_Comm_free(&c->private_comm);
         free(c);
         return COLLAR_ERR_MPI;

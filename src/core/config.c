@@ -49,7 +49,7 @@ static const char *const device_kinds[] = {
 };
 /* Indexed by collar_alg_t. */
 static const char *const alg_names[] = {
-    "auto", "native", "staged", "chunked", "ring", NULL
+    "auto", "native", "staged", "chunked", "ring", "ipc", NULL
 };
 static const char *const yes_no_auto[] = {
     "auto", "yes", "no", NULL
@@ -141,7 +141,7 @@ static const cfg_row_t table[] = {
       FIELD(ptr_cache), ptr_cache_modes, 0, 0 },
     { "COLLAR_ALGORITHM", CFG_ENUM, "auto",
       "Force one allreduce algorithm for every call: auto (the rules decide), "
-      "native, staged, chunked, ring.",
+      "native, staged, chunked, ring, ipc.",
       FIELD(algorithm), alg_names, 0, 0 },
     { "COLLAR_ALLREDUCE_RULES", CFG_STRING, "",
       "Allreduce rules inline, separated by ';', in the tuning-table format "
@@ -218,9 +218,22 @@ static const cfg_row_t table[] = {
     { "COLLAR_SIM_LATENCY", CFG_LONG, "0",
       "sim device: fixed cost of each copy in microseconds (a copy launch).",
       FIELD(sim_latency_us), NULL, 0, 1000000 },
+    { "COLLAR_SIM_DEVICE_BANDWIDTH", CFG_SIZE, "0",
+      "sim device: bandwidth of device memory in bytes per second (K, M, G "
+      "suffixes): device-to-device copies, reductions (which move three times "
+      "their bytes) and reads of a peer's IPC memory take that long; "
+      "COLLAR_SIM_BANDWIDTH is the link between host and device; 0: as fast "
+      "as memcpy.",
+      FIELD(sim_device_bandwidth), NULL, 0, 0 },
+    { "COLLAR_SIM_NODE_SIZE", CFG_LONG, "0",
+      "sim device: processes are taken to be on nodes of this many "
+      "consecutive ranks of MPI_COMM_WORLD (within the real node), so that "
+      "one machine can pose as several nodes; 0: the real nodes.",
+      FIELD(sim_node_size), NULL, 0, INT_MAX },
     { "COLLAR_SIM_FAIL", CFG_STRING, "",
       "sim device: inject failures, e.g. alloc:3,copy:10 (the 3rd staging "
-      "allocation and the 10th copy of this process fail), for tests.",
+      "allocation and the 10th copy of this process fail), ipcopen:1 (the "
+      "first opening of a peer's IPC memory fails), for tests.",
       FIELD(sim_fail), NULL, 0, 0 },
     { "COLLAR_SIM_STRICT", CFG_BOOL, "0",
       "sim device: before each schedule runs, abort if a buffer it hands to "

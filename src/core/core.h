@@ -117,6 +117,7 @@ typedef enum {
     COLLAR_ALG_STAGED,
     COLLAR_ALG_CHUNKED,
     COLLAR_ALG_RING,
+    COLLAR_ALG_IPC,       /* through device memory mapped between the ranks of a node */
     COLLAR_ALG_COUNT
 } collar_alg_t;
 
@@ -142,6 +143,8 @@ typedef struct {
     long                 sim_streams;
     size_t               sim_bandwidth;  /* bytes/s of a copy; 0: unlimited */
     long                 sim_latency_us; /* fixed cost of each copy */
+    size_t               sim_device_bandwidth; /* bytes/s on the device */
+    long                 sim_node_size;  /* ranks per pseudo-node; 0: real */
     size_t               staging_pool;
     char                *allreduce_rules;
     char                *tuning_file;
@@ -211,6 +214,18 @@ typedef struct collar_comm {
     uint64_t next_seq;     /* operations created on this communicator */
     uint64_t next_ticket;  /* operations with internal collectives */
     uint64_t coll_turn;    /* ticket whose collectives may be issued now */
+    /* The ranks of this rank's node (MPI_COMM_TYPE_SHARED on the private
+     * communicator; COLLAR_SIM_NODE_SIZE cuts it further), found when the
+     * state is made.  node_comm carries only collar's setup collectives
+     * (the ipc algorithm's registration), never a schedule's. */
+    MPI_Comm node_comm;    /* MPI_COMM_NULL when it could not be made */
+    int      node_rank;
+    int      node_size;
+    int      one_node;     /* every rank of the communicator is on one node */
+    /* Owned by the ipc algorithm (src/algo/ipc.c): its buffers, released
+     * with the state. */
+    void    *ipc;
+    void   (*ipc_release)(void *ipc);
 } collar_comm_t;
 
 /* Find or create the state of `comm` (creating is collective over comm).
@@ -294,6 +309,7 @@ struct collar_rule_s;
 typedef struct {
     collar_alg_t                alg;
     size_t                      chunk;    /* 0: algorithm default */
+    size_t                      oneshot;  /* ipc: one-shot below; 0: default */
     const char                 *reason;   /* "forced by COLLAR_ALGORITHM", ... */
     const struct collar_rule_s *rule;     /* the rule that matched, if any */
     const char                 *source;   /* and where it comes from */
@@ -337,6 +353,7 @@ typedef struct collar_rule_s {
     size_t        bytes_hi;    /* exclusive; SIZE_MAX for inf */
     collar_alg_t  alg;
     size_t        chunk;       /* chunk=SIZE option; 0 when absent */
+    size_t        oneshot;     /* oneshot=SIZE option (ipc); 0 when absent */
     int           line;        /* line in its source (1-based) */
 } collar_rule_t;
 

@@ -26,6 +26,16 @@ const char *collar_mem_kind_name(collar_mem_kind_t kind);
 
 typedef struct collar_stream collar_stream_t;  /* defined by each backend */
 
+/* What another process on the node needs to map a buffer from ipc_alloc:
+ * opaque bytes, sized for cudaIpcMemHandle_t. */
+#define COLLAR_IPC_HANDLE_BYTES 64
+typedef struct {
+    unsigned char bytes[COLLAR_IPC_HANDLE_BYTES];
+} collar_ipc_handle_t;
+
+/* Names the device an IPC buffer lives on, for ipc_reachable. */
+#define COLLAR_IPC_WHERE_BYTES 32
+
 /* Completion of one asynchronous device operation. */
 typedef struct {
     collar_stream_t *stream;
@@ -73,6 +83,34 @@ typedef struct collar_device {
      * its scratch, so that COLLAR_SIM_STRICT can catch device scratch
      * handed to an MPI library that does not take device pointers. */
     int (*is_dev_scratch)(const void *ptr, size_t bytes);
+
+    /*
+     * Optional, all or none (NULL: the backend cannot share memory between
+     * processes).  Device memory that other processes of the node can map:
+     *   ipc_alloc      `bytes` of device memory (on the device of the call
+     *                  being set up, as dev_alloc) and its handle;
+     *   ipc_where      a name of the device the buffer lives on (at most
+     *                  COLLAR_IPC_WHERE_BYTES with the NUL), to send to peers;
+     *   ipc_reachable  1 when this process can map memory of the device a
+     *                  peer named (the same device, or peer access between
+     *                  the two: cudaDeviceCanAccessPeer);
+     *   ipc_open       map a peer's handle into this process;
+     *   ipc_published  every peer has opened (or given up on) the handle of
+     *                  `ptr`: the backend may drop what made it openable
+     *                  (the sim device unlinks its shared memory name), so
+     *                  that nothing outlives a process that dies;
+     *   ipc_close      unmap what ipc_open mapped;
+     *   ipc_free       free what ipc_alloc allocated (after the peers
+     *                  closed it, or with them gone).
+     */
+    collar_status_t (*ipc_alloc)(size_t bytes, void **ptr,
+                                 collar_ipc_handle_t *handle);
+    void (*ipc_where)(const void *ptr, char *where, size_t len);
+    int (*ipc_reachable)(const char *peer_where);
+    collar_status_t (*ipc_open)(const collar_ipc_handle_t *handle, void **ptr);
+    void (*ipc_published)(void *ptr);
+    void (*ipc_close)(void *ptr);
+    void (*ipc_free)(void *ptr);
 } collar_device_t;
 
 /* ------------------------------------------------------------------ pools */

@@ -151,6 +151,7 @@ uint64_t collar_select_hash(void)
 void collar_select(const collar_select_key_t *key, collar_plan_t *plan)
 {
     plan->chunk = 0;
+    plan->oneshot = 0;
     plan->rule = NULL;
     plan->source = NULL;
     plan->fallback = NULL;
@@ -169,6 +170,7 @@ void collar_select(const collar_select_key_t *key, collar_plan_t *plan)
             if (rule != NULL) {
                 plan->alg = rule->alg;
                 plan->chunk = rule->chunk;
+                plan->oneshot = rule->oneshot;
                 plan->rule = rule;
                 plan->source = sources[i].name;
                 plan->reason = "rule";

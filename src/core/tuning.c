@@ -72,7 +72,7 @@ static const char *mem_name(int mem)
     return "unknown";
 }
 
-/* "native, staged, chunked, ring": the algorithms a table may name. */
+/* "native, staged, chunked, ring, ipc": the algorithms a table may name. */
 static void alg_list(char *buf, size_t len)
 {
     size_t o = 0;
@@ -354,30 +354,40 @@ static collar_status_t parse_bytes(parser_t *ps, const tok_t *t,
     return COLLAR_OK;
 }
 
+/* chunk=SIZE or oneshot=SIZE; *have: bit 0 chunk, bit 1 oneshot given. */
 static collar_status_t parse_option(parser_t *ps, const tok_t *t,
-                                    collar_rule_t *r, int *have_chunk)
+                                    collar_rule_t *r, int *have)
 {
     char shown[SHOW_BUF];
     const char *eq = memchr(t->p, '=', t->len);
-    if (eq == NULL || !mem_eq(t->p, (size_t)(eq - t->p), "chunk")) {
-        return fail(ps, t->col, "unknown option '%s': expected chunk=SIZE",
-                    show_tok(t, shown));
+    const size_t klen = eq != NULL ? (size_t)(eq - t->p) : 0;
+    const int is_chunk = eq != NULL && mem_eq(t->p, klen, "chunk");
+    const int is_oneshot = eq != NULL && mem_eq(t->p, klen, "oneshot");
+    if (!is_chunk && !is_oneshot) {
+        return fail(ps, t->col, "unknown option '%s': expected chunk=SIZE or "
+                    "oneshot=SIZE", show_tok(t, shown));
     }
-    if (*have_chunk) {
-        return fail(ps, t->col, "option 'chunk' is given twice");
+    const int bit = is_chunk ? 1 : 2;
+    const char *key = is_chunk ? "chunk" : "oneshot";
+    if (*have & bit) {
+        return fail(ps, t->col, "option '%s' is given twice", key);
     }
     const char *v = eq + 1;
     size_t vlen = t->len - (size_t)(v - t->p);
     size_t vcol = t->col + (size_t)(v - t->p);
-    size_t chunk = 0;
+    size_t size = 0;
     if (vlen > TABLE_MAX_LINE
-        || collar_parse_size(token_str(ps, v, vlen), &chunk) != COLLAR_OK
-        || chunk == 0 || chunk > TABLE_CHUNK_MAX) {
-        return fail(ps, vcol, "bad chunk size '%s': expected a size from 1 to "
-                    "1G, e.g. chunk=1M", show(v, vlen, shown));
+        || collar_parse_size(token_str(ps, v, vlen), &size) != COLLAR_OK
+        || size == 0 || size > TABLE_CHUNK_MAX) {
+        return fail(ps, vcol, "bad %s size '%s': expected a size from 1 to "
+                    "1G, e.g. %s=1M", key, show(v, vlen, shown), key);
     }
-    r->chunk = chunk;
-    *have_chunk = 1;
+    if (is_chunk) {
+        r->chunk = size;
+    } else {
+        r->oneshot = size;
+    }
+    *have |= bit;
     return COLLAR_OK;
 }
 
@@ -387,7 +397,7 @@ static collar_status_t parse_option(parser_t *ps, const tok_t *t,
 static void format_rule(const collar_rule_t *r, int with_alg, char *buf,
                         size_t len)
 {
-    char ranks[32], lo[32], hi[32], opts[48] = "";
+    char ranks[32], lo[32], hi[32], opts[80] = "";
     if (r->ranks_lo == r->ranks_hi) {
         snprintf(ranks, sizeof(ranks), "%d", r->ranks_lo);
     } else if (r->ranks_hi == INT_MAX) {
@@ -406,10 +416,16 @@ static void format_rule(const collar_rule_t *r, int with_alg, char *buf,
                  mem_name(r->mem), ranks, lo, hi);
         return;
     }
+    size_t o = 0;
     if (r->chunk != 0) {
         char c[32];
         collar_format_size(r->chunk, c, sizeof(c));
-        snprintf(opts, sizeof(opts), " chunk=%s", c);
+        o += (size_t)snprintf(opts + o, sizeof(opts) - o, " chunk=%s", c);
+    }
+    if (r->oneshot != 0 && o < sizeof(opts)) {
+        char c[32];
+        collar_format_size(r->oneshot, c, sizeof(c));
+        snprintf(opts + o, sizeof(opts) - o, " oneshot=%s", c);
     }
     snprintf(buf, len, "%s %s %s %s-%s %s%s", coll_name(r->coll),
              mem_name(r->mem), ranks, lo, hi, collar_alg_name(r->alg), opts);
@@ -912,7 +928,7 @@ int collar_table_same_rules(const collar_table_t *a, const collar_table_t *b)
         if (x->coll != y->coll || x->mem != y->mem || x->ranks_lo != y->ranks_lo
             || x->ranks_hi != y->ranks_hi || x->bytes_lo != y->bytes_lo
             || x->bytes_hi != y->bytes_hi || x->alg != y->alg
-            || x->chunk != y->chunk) {
+            || x->chunk != y->chunk || x->oneshot != y->oneshot) {
             return 0;
         }
     }

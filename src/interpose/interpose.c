@@ -363,6 +363,8 @@ static void log_choice(MPI_Comm comm, const collar_select_key_t *key,
     if (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING) {
         size_t chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
         snprintf(alg, sizeof(alg), "%s chunk=%zu", collar_alg_name(plan->alg), chunk);
+    } else if (plan->alg == COLLAR_ALG_IPC) {
+        snprintf(alg, sizeof(alg), "ipc oneshot=%zu", collar_algo_ipc_oneshot(plan));
     } else {
         snprintf(alg, sizeof(alg), "%s", collar_alg_name(plan->alg));
     }
@@ -577,6 +579,12 @@ int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat
         if (rc != MPI_SUCCESS) {
             return rc;
         }
+    }
+    collar_comm_t *ipc_comm;
+    if (plan.alg == COLLAR_ALG_IPC && collar_comm_get(comm, &ipc_comm) == COLLAR_OK) {
+        /* One node and IPC memory every rank maps (collective: may
+         * register), once the ranks are known to agree on the call. */
+        collar_algo_ipc_eligible(&call, ipc_comm, collar_progress_all, &plan);
     }
     log_choice(comm, &key, &plan);
     if (stat != NULL) {

@@ -43,6 +43,15 @@
  *                  slower, never wrong).  Device scratch: cudaMalloc on the
  *                  device of the call's buffers; the scratch pool keeps
  *                  buffers per device (scratch_device).
+ *   IPC memory     cudaMalloc on the device of the call, shared with the
+ *                  other ranks of the node by cudaIpcGetMemHandle; a peer
+ *                  maps it with cudaIpcOpenMemHandle
+ *                  (cudaIpcMemLazyEnablePeerAccess) and unmaps it with
+ *                  cudaIpcCloseMemHandle, which every peer does before the
+ *                  owner's cudaFree.  A peer's device is named by its PCI
+ *                  bus id; it is reachable when it is the same device or
+ *                  cudaDeviceCanAccessPeer says so.  (Built and linked on
+ *                  machines without a GPU; see docs/ipc.md.)
  *   current device every entry point that makes a device current in
  *                  collar's runtime puts back the calling thread's context
  *                  as it found it (the driver's cuCtxGetCurrent /
@@ -658,6 +667,91 @@ static void cu_dev_free(void *ptr)
     cudaFree(ptr);
 }
 
+/* ------------------------------------------------------------- IPC memory */
+
+_Static_assert(sizeof(cudaIpcMemHandle_t) <= sizeof(collar_ipc_handle_t),
+               "cudaIpcMemHandle_t fits collar_ipc_handle_t");
+
+static collar_status_t cu_ipc_alloc(size_t bytes, void **ptr,
+                                    collar_ipc_handle_t *handle)
+{
+    memset(handle, 0, sizeof(*handle));
+    COLLAR_CHECK(cu_dev_alloc(bytes, ptr));
+    cudaIpcMemHandle_t h;
+    cudaError_t err = cudaIpcGetMemHandle(&h, *ptr);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        collar_debug(MEM, "cuda: cudaIpcGetMemHandle failed: %s",
+                     cudaGetErrorString(err));
+        cu_dev_free(*ptr);
+        *ptr = NULL;
+        return COLLAR_ERR_DEVICE;
+    }
+    memcpy(handle->bytes, &h, sizeof(h));
+    return COLLAR_OK;
+}
+
+static void cu_ipc_where(const void *ptr, char *where, size_t len)
+{
+    const int d = cu_scratch_device(ptr);
+    if (cudaDeviceGetPCIBusId(where, (int)len, d) != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(where, len, "cuda:%d", d);   /* names no device of a peer */
+    }
+}
+
+static int cu_ipc_reachable(const char *peer_where)
+{
+    int peer = -1, mine = cu_scratch_device(NULL), can = 0;
+    if (cudaDeviceGetByPCIBusId(&peer, peer_where) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;   /* not visible in this process */
+    }
+    if (peer == mine) {
+        return 1;
+    }
+    if (cudaDeviceCanAccessPeer(&can, mine, peer) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return can;
+}
+
+static collar_status_t cu_ipc_open(const collar_ipc_handle_t *handle, void **ptr)
+{
+    cudaIpcMemHandle_t h;
+    memcpy(&h, handle->bytes, sizeof(h));
+    cu_device_t *dv;
+    cu_current_t cur;
+    cu_save_current(&cur);
+    collar_status_t st = cu_use_device(cu_scratch_device(NULL), &dv);
+    if (st == COLLAR_OK) {
+        cudaError_t err = cudaIpcOpenMemHandle(ptr, h,
+                                               cudaIpcMemLazyEnablePeerAccess);
+        if (err != cudaSuccess) {
+            cudaGetLastError();
+            collar_debug(MEM, "cuda: cudaIpcOpenMemHandle failed: %s",
+                         cudaGetErrorString(err));
+            st = COLLAR_ERR_DEVICE;
+        }
+    }
+    cu_restore_current(&cur);
+    return st;
+}
+
+static void cu_ipc_published(void *ptr)
+{
+    (void)ptr;  /* a CUDA IPC handle names nothing that outlives the process */
+}
+
+static void cu_ipc_close(void *ptr)
+{
+    collar_ptrcache_forget(cu.cache, ptr, 1);
+    if (cudaIpcCloseMemHandle(ptr) != cudaSuccess) {
+        cudaGetLastError();
+    }
+}
+
 const collar_device_t collar_device_cuda = {
     .name               = "cuda",
     .init               = cu_init,
@@ -674,4 +768,11 @@ const collar_device_t collar_device_cuda = {
     .event_query        = cu_event_query,
     .order_after_caller = cu_order_after_caller,
     .scratch_device     = cu_scratch_device,
+    .ipc_alloc          = cu_ipc_alloc,
+    .ipc_where          = cu_ipc_where,
+    .ipc_reachable      = cu_ipc_reachable,
+    .ipc_open           = cu_ipc_open,
+    .ipc_published      = cu_ipc_published,
+    .ipc_close          = cu_ipc_close,
+    .ipc_free           = cu_dev_free,
 };

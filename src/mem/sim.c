@@ -18,25 +18,45 @@
  *     rather than copy_async models an asynchronous device error (the way a
  *     CUDA copy fails) and exercises the schedule's error path with other
  *     steps in flight.  A malformed value is one warning and no injection.
- *   - device scratch (dev_alloc) is registered, so that COLLAR_SIM_STRICT=1
- *     catches it being handed to an MPI library that does not take device
- *     pointers (collar_sched_check_pmpi);
+ *     "ipcopen:K" makes the K-th opening of a peer's IPC memory in this
+ *     process fail (put it on one rank to test the agreement on falling
+ *     back);
+ *   - device scratch (dev_alloc) and IPC memory are registered, so that
+ *     COLLAR_SIM_STRICT=1 catches them being handed to an MPI library that
+ *     does not take device pointers (collar_sched_check_pmpi);
+ *   - copies between host staging (host_alloc) and anything else take the
+ *     time of the host-device link (COLLAR_SIM_BANDWIDTH, COLLAR_SIM_LATENCY);
+ *     copies between device buffers and reductions take the time of device
+ *     memory (COLLAR_SIM_DEVICE_BANDWIDTH; a reduction moves three times its
+ *     bytes: two reads and a write).  Host staging is registered to tell the
+ *     two apart;
+ *   - IPC memory (ipc_alloc) is POSIX shared memory: shm_open of a name
+ *     unique to the process and the allocation ("/collar-ipc-PID-N"), mapped
+ *     shared; the handle carries the name and the size, a peer maps it with
+ *     shm_open + mmap, and the owner unlinks the name as soon as every peer
+ *     has opened it (ipc_published), so that no name is left behind in
+ *     /dev/shm if a process dies later.
  * Worker threads start on the first operation, so a process that never
  * stages anything never has them.
  */
 #include "config.h"
 #include "mem.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #define SIM_MAX_STREAMS 16
 
 typedef enum { SIM_COPY, SIM_REDUCE } sim_kind_t;
+
+static int sim_is_host_staging(const void *ptr, size_t bytes);
 
 typedef struct sim_op {
     struct sim_op *next;
@@ -46,7 +66,7 @@ typedef struct sim_op {
     void          *dst;
     const void    *src;
     size_t         bytes;   /* SIM_COPY */
-    size_t         count;   /* SIM_REDUCE */
+    size_t         count;   /* SIM_REDUCE; SIM_COPY: 1 over the link */
     collar_dtype_t dt;
     collar_op_t    op;
 } sim_op_t;
@@ -72,8 +92,10 @@ static pthread_mutex_t      sim_start_lock = PTHREAD_MUTEX_INITIALIZER;
  * counts so far.  The event of a failed copy points its handle here. */
 static uint64_t         sim_fail_alloc_at;
 static uint64_t         sim_fail_copy_at;
+static uint64_t         sim_fail_ipcopen_at;
 static _Atomic uint64_t sim_nallocs;
 static _Atomic uint64_t sim_ncopies;
+static _Atomic uint64_t sim_nipcopens;
 static char             sim_failed_marker;
 
 static void sim_sleep_ns(uint64_t ns)
@@ -105,6 +127,20 @@ static void sim_link_time(size_t bytes, uint64_t memcpy_ns)
     }
     if (ns > memcpy_ns) {
         sim_sleep_ns(ns - memcpy_ns);
+    }
+}
+
+/* The time of `bytes` of device memory traffic:
+ * bytes / COLLAR_SIM_DEVICE_BANDWIDTH. */
+static void sim_device_time(size_t bytes, uint64_t work_ns)
+{
+    if (collar_cfg.sim_device_bandwidth == 0) {
+        return;
+    }
+    const uint64_t ns = (uint64_t)((double)bytes * 1e9
+                                   / (double)collar_cfg.sim_device_bandwidth);
+    if (ns > work_ns) {
+        sim_sleep_ns(ns - work_ns);
     }
 }
 
@@ -141,10 +177,17 @@ static void *sim_worker(void *arg)
             if (op->bytes != 0 && op->dst != op->src) {
                 memmove(op->dst, op->src, op->bytes);
             }
-            sim_link_time(op->bytes, now_ns() - t0);
+            if (op->count) {   /* crosses the host-device link */
+                sim_link_time(op->bytes, now_ns() - t0);
+            } else {
+                sim_device_time(op->bytes, now_ns() - t0);
+            }
         } else {
+            uint64_t t0 = now_ns();
             /* The pair was checked by sim_reduce_async: this cannot fail. */
             (void)collar_reduce_host(op->dst, op->src, op->count, op->dt, op->op);
+            sim_device_time(3 * op->count * collar_dtype_size(op->dt),
+                            now_ns() - t0);
         }
         atomic_store_explicit(&s->completed, op->ticket, memory_order_release);
         free(op);
@@ -211,18 +254,21 @@ static void sim_fail_parse(const char *spec)
 {
     sim_fail_alloc_at = 0;
     sim_fail_copy_at = 0;
+    sim_fail_ipcopen_at = 0;
     atomic_store(&sim_nallocs, 0);
     atomic_store(&sim_ncopies, 0);
+    atomic_store(&sim_nipcopens, 0);
     if (spec == NULL || spec[0] == '\0') {
         return;
     }
-    uint64_t alloc_at = 0, copy_at = 0;
+    uint64_t alloc_at = 0, copy_at = 0, ipcopen_at = 0;
     const char *p = spec;
     int ok = 1;
     for (;;) {
         const size_t n = strcspn(p, ",");
         if (!sim_fail_item(p, n, "alloc", &alloc_at)
-            && !sim_fail_item(p, n, "copy", &copy_at)) {
+            && !sim_fail_item(p, n, "copy", &copy_at)
+            && !sim_fail_item(p, n, "ipcopen", &ipcopen_at)) {
             ok = 0;
             break;
         }
@@ -233,16 +279,17 @@ static void sim_fail_parse(const char *spec)
     }
     if (!ok) {
         collar_warn_lead(ENV, "COLLAR_SIM_FAIL='%.64s' is invalid: expected "
-                         "alloc:N and/or copy:M, comma-separated, each at most "
-                         "once, N and M from 1 (e.g. alloc:3,copy:10); no "
-                         "failure is injected", spec);
+                         "alloc:N, copy:M and/or ipcopen:K, comma-separated, "
+                         "each at most once, N, M and K from 1 (e.g. "
+                         "alloc:3,copy:10); no failure is injected", spec);
         return;
     }
     sim_fail_alloc_at = alloc_at;
     sim_fail_copy_at = copy_at;
-    collar_debug(MEM, "sim device: allocation %llu and copy %llu fail "
-                 "(0: none)", (unsigned long long)alloc_at,
-                 (unsigned long long)copy_at);
+    sim_fail_ipcopen_at = ipcopen_at;
+    collar_debug(MEM, "sim device: allocation %llu, copy %llu and IPC open "
+                 "%llu fail (0: none)", (unsigned long long)alloc_at,
+                 (unsigned long long)copy_at, (unsigned long long)ipcopen_at);
 }
 
 static collar_status_t sim_init(void)
@@ -295,6 +342,76 @@ static collar_status_t sim_mem_query(const void *ptr, collar_mem_kind_t *kind)
     return COLLAR_OK;
 }
 
+/*
+ * Registries of address ranges: host staging (copies to and from it cross
+ * the host-device link), device scratch and IPC memory (COLLAR_SIM_STRICT).
+ * Grown as needed; looked up by a linear scan (the pools keep a few dozen
+ * buffers).
+ */
+typedef struct {
+    const char *lo;
+    size_t      len;
+} sim_range_t;
+
+typedef struct {
+    pthread_mutex_t lock;
+    sim_range_t    *r;
+    int             n, cap;
+} sim_ranges_t;
+
+static sim_ranges_t sim_host = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static sim_ranges_t sim_scratch = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void sim_range_add(sim_ranges_t *rs, const void *lo, size_t len)
+{
+    pthread_mutex_lock(&rs->lock);
+    if (rs->n == rs->cap) {
+        const int cap = rs->cap ? 2 * rs->cap : 32;
+        sim_range_t *r = realloc(rs->r, (size_t)cap * sizeof(*r));
+        if (r == NULL) {
+            pthread_mutex_unlock(&rs->lock);
+            return;  /* not registered: only the timing model and the
+                      * strict check miss it */
+        }
+        rs->r = r;
+        rs->cap = cap;
+    }
+    rs->r[rs->n].lo = lo;
+    rs->r[rs->n].len = len;
+    rs->n++;
+    pthread_mutex_unlock(&rs->lock);
+}
+
+static void sim_range_remove(sim_ranges_t *rs, const void *lo)
+{
+    pthread_mutex_lock(&rs->lock);
+    for (int i = 0; i < rs->n; i++) {
+        if (rs->r[i].lo == lo) {
+            rs->r[i] = rs->r[--rs->n];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&rs->lock);
+}
+
+static int sim_range_overlaps(sim_ranges_t *rs, const void *ptr, size_t bytes)
+{
+    const char *p = ptr;
+    int hit = 0;
+    pthread_mutex_lock(&rs->lock);
+    for (int i = 0; i < rs->n && !hit; i++) {
+        const char *lo = rs->r[i].lo;
+        hit = p < lo + rs->r[i].len && (bytes ? p + bytes : p + 1) > lo;
+    }
+    pthread_mutex_unlock(&rs->lock);
+    return hit;
+}
+
+static int sim_is_host_staging(const void *ptr, size_t bytes)
+{
+    return sim_range_overlaps(&sim_host, ptr, bytes);
+}
+
 static collar_status_t sim_host_alloc(size_t bytes, void **ptr)
 {
     if (sim_fail_alloc_at != 0
@@ -307,68 +424,195 @@ static collar_status_t sim_host_alloc(size_t bytes, void **ptr)
     if (posix_memalign(ptr, 64, bytes ? bytes : 1) != 0) {
         return COLLAR_ERR_NO_MEMORY;
     }
+    sim_range_add(&sim_host, *ptr, bytes ? bytes : 1);
     return COLLAR_OK;
 }
 
 static void sim_host_free(void *ptr)
 {
+    sim_range_remove(&sim_host, ptr);
     free(ptr);
 }
 
 /*
  * Device scratch is host memory here (not subject to COLLAR_SIM_FAIL), so an
  * MPI library that does not take device pointers reads and writes it
- * without complaint.  A registry of the scratch ranges lets the schedule
- * engine tell it from host memory (COLLAR_SIM_STRICT): scratch comes from a
- * pool, so a few dozen live ranges are plenty; one beyond them is not
- * registered (and not checked).
+ * without complaint.  The registry of the scratch ranges (and of IPC
+ * memory, own and mapped) lets the schedule engine tell it from host memory
+ * (COLLAR_SIM_STRICT).
  */
-#define SIM_SCRATCH_MAX 64
-static struct { const char *lo; size_t len; } sim_scratch[SIM_SCRATCH_MAX];
-static pthread_mutex_t sim_scratch_lock = PTHREAD_MUTEX_INITIALIZER;
-
 static collar_status_t sim_dev_alloc(size_t bytes, void **ptr)
 {
     if (posix_memalign(ptr, 64, bytes ? bytes : 1) != 0) {
         return COLLAR_ERR_NO_MEMORY;
     }
-    pthread_mutex_lock(&sim_scratch_lock);
-    for (int i = 0; i < SIM_SCRATCH_MAX; i++) {
-        if (sim_scratch[i].lo == NULL) {
-            sim_scratch[i].lo = *ptr;
-            sim_scratch[i].len = bytes ? bytes : 1;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&sim_scratch_lock);
+    sim_range_add(&sim_scratch, *ptr, bytes ? bytes : 1);
     return COLLAR_OK;
 }
 
 static void sim_dev_free(void *ptr)
 {
-    pthread_mutex_lock(&sim_scratch_lock);
-    for (int i = 0; i < SIM_SCRATCH_MAX; i++) {
-        if (sim_scratch[i].lo == ptr) {
-            sim_scratch[i].lo = NULL;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&sim_scratch_lock);
+    sim_range_remove(&sim_scratch, ptr);
     free(ptr);
 }
 
 static int sim_is_dev_scratch(const void *ptr, size_t bytes)
 {
-    const char *p = ptr;
-    int hit = 0;
-    pthread_mutex_lock(&sim_scratch_lock);
-    for (int i = 0; i < SIM_SCRATCH_MAX && !hit; i++) {
-        const char *lo = sim_scratch[i].lo;
-        hit = lo != NULL && p < lo + sim_scratch[i].len
-              && (bytes ? p + bytes : p + 1) > lo;
+    return sim_range_overlaps(&sim_scratch, ptr, bytes);
+}
+
+/* ------------------------------------------------------------ IPC memory */
+
+/* The handle: the size, then the shared memory object's name. */
+typedef struct {
+    uint64_t bytes;
+    char     name[COLLAR_IPC_HANDLE_BYTES - sizeof(uint64_t)];
+} sim_ipc_handle_t;
+
+_Static_assert(sizeof(sim_ipc_handle_t) <= sizeof(collar_ipc_handle_t),
+               "the sim IPC handle fits collar_ipc_handle_t");
+
+/* Mappings, own (name set until unlinked) and of peers. */
+typedef struct sim_ipc_map {
+    struct sim_ipc_map *next;
+    void               *ptr;
+    size_t              len;
+    int                 own;
+    char                name[sizeof(((sim_ipc_handle_t *)0)->name)];
+} sim_ipc_map_t;
+
+static sim_ipc_map_t   *sim_ipc_maps;
+static pthread_mutex_t  sim_ipc_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t sim_ipc_serial;
+
+static void sim_ipc_remember(void *ptr, size_t len, int own, const char *name)
+{
+    sim_ipc_map_t *m = calloc(1, sizeof(*m));
+    if (m != NULL) {
+        m->ptr = ptr;
+        m->len = len;
+        m->own = own;
+        if (name != NULL) {
+            snprintf(m->name, sizeof(m->name), "%s", name);
+        }
+        pthread_mutex_lock(&sim_ipc_lock);
+        m->next = sim_ipc_maps;
+        sim_ipc_maps = m;
+        pthread_mutex_unlock(&sim_ipc_lock);
     }
-    pthread_mutex_unlock(&sim_scratch_lock);
-    return hit;
+    sim_range_add(&sim_scratch, ptr, len);
+}
+
+/* Take the mapping of `ptr` off the list (NULL: not one of ours). */
+static sim_ipc_map_t *sim_ipc_take(void *ptr)
+{
+    pthread_mutex_lock(&sim_ipc_lock);
+    sim_ipc_map_t **pp = &sim_ipc_maps;
+    while (*pp != NULL && (*pp)->ptr != ptr) {
+        pp = &(*pp)->next;
+    }
+    sim_ipc_map_t *m = *pp;
+    if (m != NULL) {
+        *pp = m->next;
+    }
+    pthread_mutex_unlock(&sim_ipc_lock);
+    return m;
+}
+
+static collar_status_t sim_ipc_alloc(size_t bytes, void **ptr,
+                                     collar_ipc_handle_t *handle)
+{
+    sim_ipc_handle_t h;
+    memset(&h, 0, sizeof(h));
+    memset(handle, 0, sizeof(*handle));
+    h.bytes = bytes ? bytes : 1;
+    snprintf(h.name, sizeof(h.name), "/collar-ipc-%ld-%llu", (long)getpid(),
+             (unsigned long long)atomic_fetch_add(&sim_ipc_serial, 1));
+    int fd = shm_open(h.name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        collar_debug(MEM, "sim: shm_open %s failed: %m", h.name);
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    void *p = MAP_FAILED;
+    if (ftruncate(fd, (off_t)h.bytes) == 0) {
+        p = mmap(NULL, (size_t)h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    close(fd);
+    if (p == MAP_FAILED) {
+        collar_debug(MEM, "sim: cannot map %llu bytes of %s: %m",
+                     (unsigned long long)h.bytes, h.name);
+        shm_unlink(h.name);
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    sim_ipc_remember(p, (size_t)h.bytes, 1, h.name);
+    memcpy(handle->bytes, &h, sizeof(h));
+    *ptr = p;
+    return COLLAR_OK;
+}
+
+static void sim_ipc_where(const void *ptr, char *where, size_t len)
+{
+    (void)ptr;
+    snprintf(where, len, "sim");
+}
+
+static int sim_ipc_reachable(const char *peer_where)
+{
+    /* One simulated device a node: every peer of the node is reachable. */
+    return strcmp(peer_where, "sim") == 0;
+}
+
+static collar_status_t sim_ipc_open(const collar_ipc_handle_t *handle, void **ptr)
+{
+    sim_ipc_handle_t h;
+    memcpy(&h, handle->bytes, sizeof(h));
+    h.name[sizeof(h.name) - 1] = '\0';
+    if (sim_fail_ipcopen_at != 0
+        && atomic_fetch_add(&sim_nipcopens, 1) + 1 == sim_fail_ipcopen_at) {
+        collar_debug(MEM, "sim: injected failure of IPC open %llu (%s)",
+                     (unsigned long long)sim_fail_ipcopen_at, h.name);
+        return COLLAR_ERR_DEVICE;
+    }
+    int fd = shm_open(h.name, O_RDWR, 0600);
+    if (fd < 0) {
+        collar_debug(MEM, "sim: cannot open %s: %m", h.name);
+        return COLLAR_ERR_DEVICE;
+    }
+    void *p = mmap(NULL, (size_t)h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        collar_debug(MEM, "sim: cannot map %s: %m", h.name);
+        return COLLAR_ERR_DEVICE;
+    }
+    sim_ipc_remember(p, (size_t)h.bytes, 0, NULL);
+    *ptr = p;
+    return COLLAR_OK;
+}
+
+static void sim_ipc_published(void *ptr)
+{
+    pthread_mutex_lock(&sim_ipc_lock);
+    for (sim_ipc_map_t *m = sim_ipc_maps; m != NULL; m = m->next) {
+        if (m->ptr == ptr && m->own && m->name[0] != '\0') {
+            shm_unlink(m->name);
+            m->name[0] = '\0';
+        }
+    }
+    pthread_mutex_unlock(&sim_ipc_lock);
+}
+
+static void sim_ipc_unmap(void *ptr)
+{
+    sim_ipc_map_t *m = sim_ipc_take(ptr);
+    if (m == NULL) {
+        return;
+    }
+    sim_range_remove(&sim_scratch, ptr);
+    if (m->own && m->name[0] != '\0') {
+        shm_unlink(m->name);
+    }
+    munmap(m->ptr, m->len);
+    free(m);
 }
 
 static int sim_nstreams_fn(void)
@@ -417,6 +661,8 @@ static collar_status_t sim_copy_async(void *dst, const void *src, size_t bytes,
     op->dst = dst;
     op->src = src;
     op->bytes = bytes;
+    /* count, for a copy: 1 when it crosses the host-device link. */
+    op->count = sim_is_host_staging(dst, bytes) || sim_is_host_staging(src, bytes);
     if (sim_fail_copy_at != 0
         && atomic_fetch_add(&sim_ncopies, 1) + 1 == sim_fail_copy_at) {
         op->fail = 1;
@@ -487,4 +733,11 @@ const collar_device_t collar_device_sim = {
     .event_query        = sim_event_query,
     .order_after_caller = sim_order_after_caller,
     .is_dev_scratch     = sim_is_dev_scratch,
+    .ipc_alloc          = sim_ipc_alloc,
+    .ipc_where          = sim_ipc_where,
+    .ipc_reachable      = sim_ipc_reachable,
+    .ipc_open           = sim_ipc_open,
+    .ipc_published      = sim_ipc_published,
+    .ipc_close          = sim_ipc_unmap,
+    .ipc_free           = sim_ipc_unmap,
 };

@@ -96,6 +96,11 @@ static int check_table(const char *path)
                     "(only chunked and ring cut messages into chunks)\n", path,
                     r->line, collar_alg_name(r->alg));
         }
+        if (r->oneshot != 0 && r->alg != COLLAR_ALG_IPC) {
+            fprintf(stderr, "%s:%d: warning: oneshot= has no effect on a %s "
+                    "rule (only ipc has a one-shot threshold)\n", path, r->line,
+                    collar_alg_name(r->alg));
+        }
     }
     printf("%s: valid tuning table, %d rule%s%s%s\n", path, table.nrules,
            table.nrules == 1 ? "" : "s", table.system[0] ? ", system: " : "",

@@ -376,6 +376,73 @@ static int want(int argc, char **argv, const char *name)
     return argc < 2 || strstr(name, argv[1]) != NULL;
 }
 
+/* ipc: what the call shows (device buffers, a reduction collar has) and a
+ * communicator that spans nodes fall back to chunked and say why; the
+ * block arithmetic ipc shares with the ring puts remainders on the low
+ * blocks. */
+static void test_ipc_eligible(void)
+{
+    int sbuf[16], rbuf[16];
+    for (int host = 0; host < 3; host++) {
+        collar_call_t call = dense_call(16, 4, COLLAR_DT_INT32, MPI_INT,
+                                        (char *)sbuf, (char *)rbuf);
+        if (host == 1) {
+            call.mem = call.rmem = COLLAR_MEM_HOST;
+        } else if (host == 2) {
+            call.rmem = COLLAR_MEM_HOST;
+        }
+        collar_plan_t plan = { .alg = COLLAR_ALG_IPC };
+        collar_algo_eligible(&call, 0, &plan);
+        UNIT_CHECK(host ? plan.alg == COLLAR_ALG_CHUNKED && plan.fallback != NULL
+                          && strstr(plan.fallback, "device buffers only") != NULL
+                        : plan.alg == COLLAR_ALG_IPC && plan.fallback == NULL,
+                   "memory case %d: %s (%s)", host, collar_alg_name(plan.alg),
+                   plan.fallback ? plan.fallback : "no fallback");
+    }
+    collar_call_t user = dense_call(16, 4, COLLAR_DT_INT32, MPI_INT,
+                                    (char *)sbuf, (char *)rbuf);
+    user.cop = COLLAR_OP_NONE;
+    collar_plan_t plan = { .alg = COLLAR_ALG_IPC };
+    collar_algo_eligible(&user, 0, &plan);
+    UNIT_CHECK(plan.alg == COLLAR_ALG_CHUNKED && plan.fallback != NULL
+               && strstr(plan.fallback, "reduces by itself") != NULL,
+               "a user op: %s", collar_alg_name(plan.alg));
+
+    collar_call_t call = dense_call(16, 4, COLLAR_DT_INT32, MPI_INT,
+                                    (char *)sbuf, (char *)rbuf);
+    collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .node_comm = MPI_COMM_NULL,
+                           .refs = 1, .size = 4, .rank = 1, .node_size = 2,
+                           .one_node = 0 };
+    plan = (collar_plan_t){ .alg = COLLAR_ALG_IPC };
+    collar_algo_ipc_eligible(&call, &comm, NULL, &plan);
+    UNIT_CHECK(plan.alg == COLLAR_ALG_CHUNKED && plan.fallback != NULL
+               && strstr(plan.fallback, "more than one node") != NULL,
+               "two nodes: %s", collar_alg_name(plan.alg));
+    UNIT_CHECK(comm.ipc == NULL, "no IPC state for a communicator across nodes");
+    plan = (collar_plan_t){ .alg = COLLAR_ALG_IPC };
+    UNIT_CHECK(collar_algo_ipc_oneshot(&plan) == COLLAR_IPC_ONESHOT_DEFAULT,
+               "default one-shot threshold");
+    plan.oneshot = 1000;
+    UNIT_CHECK(collar_algo_ipc_oneshot(&plan) == 1000, "oneshot= in force");
+
+    const MPI_Count counts[] = { 0, 1, 3, 4, 7, 1031 };
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+        for (int n = 1; n <= 5; n++) {
+            MPI_Count next = 0;
+            for (int b = 0; b < n; b++) {
+                MPI_Count first, len;
+                collar_block_range(counts[c], n, b, &first, &len);
+                const MPI_Count want = counts[c] / n + (b < counts[c] % n ? 1 : 0);
+                UNIT_CHECK(first == next && len == want, "count %lld n %d block "
+                           "%d: [%lld, +%lld)", (long long)counts[c], n, b,
+                           (long long)first, (long long)len);
+                next = first + len;
+            }
+            UNIT_CHECK(next == counts[c], "blocks cover count %lld", (long long)counts[c]);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     collar_config_load();
@@ -396,6 +463,9 @@ int main(int argc, char **argv)
     }
     if (want(argc, argv, "test_ring_host")) {
         test_ring_host();
+    }
+    if (want(argc, argv, "test_ipc_eligible")) {
+        test_ipc_eligible();
     }
     if (want(argc, argv, "test_canary")) {
         test_canary();

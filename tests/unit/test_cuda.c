@@ -10,7 +10,10 @@
  *     found it, "no context" included (copies, reductions, the device
  *     ordering, scratch and staging allocation, finalize);
  *   - device scratch goes to, and is pooled on, the device of the call's
- *     buffers.
+ *     buffers;
+ *   - IPC memory goes to the device of the call, its handle opens with
+ *     lazy peer access on that device, reachability follows the PCI bus id
+ *     and cudaDeviceCanAccessPeer, and closing and freeing reach the runtime.
  */
 #include "mem/cuda.c"
 #include "unit.h"
@@ -257,6 +260,57 @@ cudaError_t cudaFree(void *p)
     return cudaSuccess;
 }
 
+/* IPC: a handle carries the pointer; "opening" it gives the pointer back
+ * and notes the device current at the time. */
+static int ipc_opens, ipc_closes, ipc_open_device = -1;
+
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *h, void *p)
+{
+    memset(h, 0, sizeof(*h));
+    memcpy(h->reserved, &p, sizeof(p));
+    return fake_find(p) != NULL ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t h, unsigned flags)
+{
+    if (flags != cudaIpcMemLazyEnablePeerAccess) {
+        return cudaErrorInvalidValue;
+    }
+    memcpy(p, h.reserved, sizeof(*p));
+    ipc_open_device = cur_device();
+    ipc_opens++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaIpcCloseMemHandle(void *p)
+{
+    (void)p;
+    ipc_closes++;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int d)
+{
+    snprintf(id, (size_t)len, "0000:%02x:00.0", 0x10 + d);
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetByPCIBusId(int *d, const char *id)
+{
+    unsigned bus = 0;
+    if (sscanf(id, "0000:%x:00.0", &bus) != 1 || bus < 0x10 || bus >= 0x10 + NDEV) {
+        return cudaErrorInvalidDevice;
+    }
+    *d = (int)bus - 0x10;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int peer)
+{
+    *can = (d / 2) == (peer / 2);   /* pairs 0-1 and 2-3 are linked */
+    return cudaSuccess;
+}
+
 cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags)
 {
     (void)flags;
@@ -392,6 +446,41 @@ static void test_stream_aware(void)
     collar_cfg.sync = COLLAR_SYNC_DEVICE;
 }
 
+static void test_ipc(void)
+{
+    /* The call's buffer is on device 1, device 2 is current. */
+    fake_alloc_t *b1 = fake_map(4096, 1, 0);
+    collar_mem_kind_t kind;
+    cur_ctx = ctx_of(2);
+    dev->mem_query(b1->base, &kind);
+    void *own = NULL, *mapped = NULL;
+    collar_ipc_handle_t h;
+    UNIT_CHECK(dev->ipc_alloc(8192, &own, &h) == COLLAR_OK && own != NULL,
+               "IPC allocation");
+    UNIT_CHECK(malloc_device == 1, "IPC memory allocated on device %d, "
+               "expected 1", malloc_device);
+    char where[COLLAR_IPC_WHERE_BYTES];
+    dev->ipc_where(own, where, sizeof(where));
+    UNIT_CHECK(strcmp(where, "0000:11:00.0") == 0, "IPC memory on %s", where);
+    UNIT_CHECK(dev->ipc_reachable(where), "the same device is reachable");
+    UNIT_CHECK(dev->ipc_reachable("0000:10:00.0"), "a peer device is reachable");
+    UNIT_CHECK(!dev->ipc_reachable("0000:12:00.0"), "device 2 has no peer "
+               "access to device 1");
+    UNIT_CHECK(!dev->ipc_reachable("0000:99:00.0"), "an invisible device is "
+               "not reachable");
+    UNIT_CHECK(dev->ipc_open(&h, &mapped) == COLLAR_OK && mapped == own,
+               "IPC open");
+    UNIT_CHECK(ipc_opens == 1 && ipc_open_device == 1, "opened %d times, on "
+               "device %d", ipc_opens, ipc_open_device);
+    UNIT_CHECK(cur_ctx == ctx_of(2), "current device after the IPC open: %d",
+               ctx_device(cur_ctx));
+    dev->ipc_published(own);
+    dev->ipc_close(mapped);
+    UNIT_CHECK(ipc_closes == 1, "closed %d times", ipc_closes);
+    dev->ipc_free(own);
+    UNIT_CHECK(fake_find(own) == NULL, "IPC memory freed");
+}
+
 static void test_scratch(void)
 {
     /* The call's buffer is on device 3: scratch and staging go there. */
@@ -439,6 +528,7 @@ int main(void)
     collar_config_load();
     test_sync_and_current();
     test_stream_aware();
+    test_ipc();
     test_scratch();
     return unit_finish("test_cuda");
 }

@@ -110,7 +110,7 @@ static int parse_ok(int line, const char *text, size_t len, int inl,
 
 static void test_errors(void)
 {
-    const char *algs = "expected one of native, staged, chunked, ring";
+    const char *algs = "expected one of native, staged, chunked, ring, ipc";
     char want[ERRLEN];
 
     /* Algorithm. */
@@ -139,7 +139,7 @@ static void test_errors(void)
     ERR("version 1\nallreduce device 2-8   \n",
         "x.table:2:21: expected a byte range (A-B or A-inf) after '2-8'");
     ERR("version 1\nallreduce device 2-8 0-64K   # no algorithm\n",
-        "x.table:2:27: expected an algorithm (native, staged, chunked, ring) after '0-64K'");
+        "x.table:2:27: expected an algorithm (native, staged, chunked, ring, ipc) after '0-64K'");
 
     /* Rank ranges. */
     ERR("version 1\n\nallreduce device 8-2 0-64K staged\n",
@@ -200,11 +200,11 @@ static void test_errors(void)
 
     /* Options. */
     ERR("version 1\nallreduce device 2-8 64K-16M chunked x=y\n",
-        "x.table:2:38: unknown option 'x=y': expected chunk=SIZE");
+        "x.table:2:38: unknown option 'x=y': expected chunk=SIZE or oneshot=SIZE");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked chunk\n",
-        "x.table:2:38: unknown option 'chunk': expected chunk=SIZE");
+        "x.table:2:38: unknown option 'chunk': expected chunk=SIZE or oneshot=SIZE");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked Chunk=1M\n",
-        "x.table:2:38: unknown option 'Chunk=1M': expected chunk=SIZE");
+        "x.table:2:38: unknown option 'Chunk=1M': expected chunk=SIZE or oneshot=SIZE");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked chunk=1M chunk=2M\n",
         "x.table:2:47: option 'chunk' is given twice");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked chunk=0\n",
@@ -219,6 +219,12 @@ static void test_errors(void)
     ERR("version 1\nallreduce device 2-8 64K-16M chunked chunk=1M;\n",
         "x.table:2:44: bad chunk size '1M;': expected a size from 1 to 1G, e.g. "
         "chunk=1M");
+
+    ERR("version 1\nallreduce device 2-8 64K-16M ipc oneshot=1M oneshot=2M\n",
+        "x.table:2:45: option 'oneshot' is given twice");
+    ERR("version 1\nallreduce device 2-8 64K-16M ipc oneshot=0\n",
+        "x.table:2:42: bad oneshot size '0': expected a size from 1 to 1G, e.g. "
+        "oneshot=1M");
 
     /* Overlaps: same collective, intersecting memory kinds and ranges. */
     ERR("version 1\n"
@@ -635,6 +641,31 @@ static char *write_table(const collar_table_t *t, size_t *len)
     return buf;
 }
 
+/* ipc's oneshot= option: parsed, in the canonical form (after chunk=), in
+ * the hash and in the comparison of rules. */
+static void test_oneshot(void)
+{
+    collar_table_t t, u;
+    if (!OK("version 1\nallreduce device 2-8 0-inf ipc oneshot=256KiB chunk=1m\n",
+            0, &t)) {
+        return;
+    }
+    UNIT_CHECK(t.nrules == 1 && t.rules[0].alg == COLLAR_ALG_IPC
+               && t.rules[0].oneshot == 256 * 1024 && t.rules[0].chunk == 1 << 20,
+               "ipc rule with oneshot=256K");
+    char buf[160];
+    collar_rule_format(&t.rules[0], buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "allreduce device 2-8 0-inf ipc chunk=1M oneshot=256K") == 0,
+               "canonical: %s", buf);
+    if (OK("version 1\nallreduce device 2-8 0-inf ipc oneshot=512K chunk=1M\n",
+           0, &u)) {
+        UNIT_CHECK(!collar_table_same_rules(&t, &u) && t.hash != u.hash,
+                   "oneshot= counts in the identity of a table");
+        collar_table_free(&u);
+    }
+    collar_table_free(&t);
+}
+
 static void test_write(void)
 {
     collar_table_t t, u;
@@ -762,7 +793,7 @@ static void test_load(void)
     snprintf(path, sizeof(path), "%s/bad.table", tmpdir);
     write_file(path, "version 1\nallreduce device 2-8 0-64K rign\n", 41);
     snprintf(want, sizeof(want), "%s:2:28: unknown algorithm 'rign': expected "
-             "one of native, staged, chunked, ring", path);
+             "one of native, staged, chunked, ring, ipc", path);
     check_load(__LINE__, path, COLLAR_ERR_INVALID, want);
 
     /* A NUL byte. */
@@ -826,6 +857,7 @@ int main(void)
     test_errors();
     test_valid();
     test_match();
+    test_oneshot();
     test_write();
     test_load();
     return unit_finish("test_tuning");
