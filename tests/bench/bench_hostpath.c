@@ -7,8 +7,9 @@
  * own objects with the cuda backend on a fake CUDA driver: no GPU needed)
  * or of libcollar.so on a GPU node.  For each communicator (MPI_COMM_SELF,
  * then MPI_COMM_WORLD when it has more than one rank), each buffer (on the
- * stack; small malloc()s, in the [heap]; inside 1 MiB malloc()s, anonymous
- * mappings) and each size (8 B, 64 B, 1 KiB): batches of MPI_Allreduce
+ * stack; small malloc()s, in the [heap]; static arrays, in the program's
+ * file mapping; inside 1 MiB malloc()s, anonymous mappings) and each size
+ * (8 B, 64 B, 1 KiB): batches of MPI_Allreduce
  * (through collar) and PMPI_Allreduce (never through collar) alternate,
  * ABBA, so that drift hits both alike.  Per batch: the mean time of one
  * call (the slowest rank's on MPI_COMM_WORLD).  Printed: the median of each
@@ -16,7 +17,7 @@
  * the driver's pointer queries per MPI_Allreduce.
  *
  * Usage: bench_hostpath [--iters N] [--pairs N] [--comm self|world|both]
- *        bench_hostpath --count N [--buf stack|heap|mmap]
+ *        bench_hostpath --count N [--buf stack|heap|static|mmap]
  *          N calls of each loop on MPI_COMM_SELF, 8 bytes, no timing: for
  *          valgrind --tool=callgrind, whose inclusive counts of
  *          hostpath_collar and hostpath_pmpi divided by N are the
@@ -30,10 +31,15 @@
 
 #include "bench_util.h"
 
-enum { NSIZES = 3, NBUFS = 3, MAXBYTES = 1024, BIG = 1 << 20 };
+enum { NSIZES = 3, NBUFS = 4, MAXBYTES = 1024, BIG = 1 << 20 };
 
 static const int sizes[NSIZES] = { 8, 64, 1024 };
-static const char *const buf_names[NBUFS] = { "stack", "heap", "1M malloc" };
+static const char *const buf_names[NBUFS] = { "stack", "heap", "static",
+                                              "1M malloc" };
+
+/* Initialised, so in .data: a mapping of the executable file. */
+static double static_s[MAXBYTES / sizeof(double)] = { 1 };
+static double static_r[MAXBYTES / sizeof(double)] = { 1 };
 
 typedef void (*queries_fn_t)(unsigned long *, unsigned long *);
 static queries_fn_t fake_queries;
@@ -140,7 +146,8 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--buf") == 0) {
             only_buf = strcmp(argv[i + 1], "stack") == 0 ? 1
                        : strcmp(argv[i + 1], "heap") == 0 ? 2
-                       : strcmp(argv[i + 1], "mmap") == 0 ? 3 : -1;
+                       : strcmp(argv[i + 1], "static") == 0 ? 3
+                       : strcmp(argv[i + 1], "mmap") == 0 ? 4 : -1;
         } else if (strcmp(argv[i], "--comm") == 0) {
             want_self = strcmp(argv[i + 1], "world") != 0;
             want_world = strcmp(argv[i + 1], "self") != 0;
@@ -169,14 +176,15 @@ int main(int argc, char **argv)
     memset(stack_s, 0, sizeof(stack_s));
     memset(heap_s, 0, MAXBYTES);
     memset(big_s, 0, BIG);
-    const double *sbufs[NBUFS] = { stack_s, heap_s, big_s };
-    double *rbufs[NBUFS] = { stack_r, heap_r, big_r };
+    const double *sbufs[NBUFS] = { stack_s, heap_s, static_s, big_s };
+    double *rbufs[NBUFS] = { stack_r, heap_r, static_r, big_r };
 
     if (count > 0) {
         /* Prints the fake driver's pointer queries per MPI_Allreduce for
          * each buffer: under valgrind the stack and the heap are not the
          * [stack] and [heap] of /proc/self/maps (valgrind lays out the
-         * process), so they take the path of anonymous mappings. */
+         * process), so they take the path of anonymous mappings; static
+         * data is still a file mapping. */
         for (int b = 0; b < NBUFS; b++) {
             if (only_buf == 0 || only_buf == b + 1) {
                 const unsigned long q0 = queries_now();

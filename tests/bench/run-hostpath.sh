@@ -1,8 +1,8 @@
 #!/bin/sh
 # Host-buffer MPI_Allreduce through collar with the cuda backend active,
 # against PMPI_Allreduce on the same buffers (bench_hostpath): 1 rank on
-# MPI_COMM_SELF, then 2 ranks on MPI_COMM_WORLD; stack, [heap] and 1 MiB
-# malloc() buffers; 8 B, 64 B, 1 KiB.  Without a GPU the library is the
+# MPI_COMM_SELF, then 2 ranks on MPI_COMM_WORLD; stack, [heap], static and
+# 1 MiB malloc() buffers; 8 B, 64 B, 1 KiB.  Without a GPU the library is the
 # tests' libcollar_fakecuda.so (collar's objects, the cuda backend on a fake
 # driver whose pointer queries cost nothing: what collar adds around them);
 # on a GPU node, LIBCOLLAR=.../libcollar.so measures the real driver.
@@ -26,7 +26,7 @@ if [ "${CALLGRIND:-0}" = 1 ]; then
     trap 'rm -rf "$dir"' EXIT
     echo "instructions per 8-byte MPI_Allreduce on MPI_COMM_SELF, $count calls (valgrind --tool=callgrind)"
     printf '%-8s %10s %10s %10s %8s\n' buffer collar pmpi added queries
-    for buf in stack heap mmap; do
+    for buf in stack heap static mmap; do
         # shellcheck disable=SC2086
         q=$("$MPIRUN" $opts -np 1 env LD_PRELOAD="$LIBCOLLAR" valgrind -q --tool=callgrind \
             --callgrind-out-file="$dir/cg.$buf" "$prog" --count "$count" --buf $buf \
@@ -38,7 +38,8 @@ if [ "${CALLGRIND:-0}" = 1 ]; then
                 END { printf "%-8s %10.0f %10.0f %10.0f %8s\n", buf, c, p, c - p, q }'
     done
     echo "(under valgrind the stack and the heap are not /proc/self/maps' [stack]"
-    echo " and [heap]: all three buffers take the path of anonymous mappings;"
+    echo " and [heap] and take the path of anonymous mappings, as mmap does;"
+    echo " static, a file mapping, takes the path of cached host ranges;"
     echo " queries: the fake driver's pointer queries per MPI_Allreduce)"
     exit 0
 fi
