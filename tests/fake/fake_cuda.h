@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define FAKE_ALLOCS 256
 
@@ -71,7 +72,14 @@ static fake_alloc_t *fake_map(size_t size, int device, int managed)
         abort();
     }
     fake_alloc_t *a = &allocs[nalloc++];
-    *a = (fake_alloc_t){ calloc(1, size), size, device, managed, next_id++ };
+    /* A mapping of its own, as the driver's allocations are: never in the
+     * [heap] or a file mapping, whose host answers collar caches. */
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        abort();
+    }
+    *a = (fake_alloc_t){ base, size, device, managed, next_id++ };
     return a;
 }
 
@@ -266,7 +274,7 @@ cudaError_t cudaFree(void *p)
 {
     fake_alloc_t *a = fake_find(p);
     if (a != NULL) {
-        free(a->base);
+        munmap(a->base, a->size);
         a->id = 0;
     }
     return cudaSuccess;
