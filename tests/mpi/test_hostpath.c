@@ -15,7 +15,9 @@
  * (COLLAR_CHECK=1, COLLAR_LOG=info, a host rule that is not native) each
  * call takes the full way and asks.  Device buffers (from the fake
  * driver's collar_fakecuda_malloc) always take collar's way and are staged.
- * Results are checked everywhere.
+ * The staged collectives (MPI_Bcast, MPI_Allgather) on host buffers ask
+ * nothing either (fast), and stage device buffers.  Results are checked
+ * everywhere.
  *
  * Usage: test_hostpath --expect fast|stats|slow [--any-queries]
  *   --any-queries: do not require zero driver queries on the stack and the
@@ -199,6 +201,43 @@ static void host_calls(const char *what, MPI_Comm comm, double *s, double *r,
     }
 }
 
+/* MPI_Bcast of N doubles from rank 0 into r, then MPI_Allgather of one
+ * double from s into r (which holds `size`): right, and on host buffers
+ * (fast) without MPI_Comm_test_inter; on device memory ("device": staged)
+ * with it. */
+static void colls_calls(const char *what, double *s, double *r, int rank,
+                        int size)
+{
+    const int device = strcmp(what, "device") == 0;
+    const long inter0 = n_inter;
+    int bad = 0;
+    for (int c = 0; c < CALLS; c++) {
+        for (int i = 0; i < N; i++) {
+            r[i] = rank == 0 ? c + i : -1.0;
+        }
+        tu_check_rc(MPI_Bcast(r, N, MPI_DOUBLE, 0, MPI_COMM_WORLD), "bcast");
+        for (int i = 0; i < N; i++) {
+            bad += r[i] != c + i;
+        }
+        s[0] = rank * 10.0 + c;
+        tu_check_rc(MPI_Allgather(s, 1, MPI_DOUBLE, r, 1, MPI_DOUBLE,
+                                  MPI_COMM_WORLD), "allgather");
+        for (int k = 0; k < size; k++) {
+            bad += r[k] != k * 10.0 + c;
+        }
+    }
+    tu_check(bad == 0, what, "bcast and allgather: %d wrong elements", bad);
+    if (device) {
+        tu_check(n_inter - inter0 >= 2 * CALLS, what, "%d staged bcasts and "
+                 "allgathers asked MPI_Comm_test_inter %ld times", 2 * CALLS,
+                 n_inter - inter0);
+    } else if (expect == EXPECT_FAST) {
+        tu_check(n_inter == inter0, what, "%d host bcasts and allgathers "
+                 "asked MPI_Comm_test_inter %ld times", 2 * CALLS,
+                 n_inter - inter0);
+    }
+}
+
 static int finish(void)
 {
     const int rc = tu_finish();
@@ -280,6 +319,12 @@ int main(int argc, char **argv)
         MPI_Comm_free(&half);
     }
 
+    /* The staged collectives: on host buffers nothing to stage, the MPI
+     * library's call with no question asked (fast); on device buffers
+     * staged (below). */
+    colls_calls("heap", heap_s, heap_r, rank, size);
+    colls_calls("stack", stack_s, stack_r, rank, size);
+
     /* Count 0: nothing to move, success. */
     tu_check_rc(MPI_Allreduce(stack_s, stack_r, 0, MPI_DOUBLE, MPI_SUM,
                               MPI_COMM_WORLD), "count 0");
@@ -315,6 +360,11 @@ int main(int argc, char **argv)
                      "way", form_names[f], n_inter - inter0, queries() - q0,
                      CALLS);
         }
+    }
+    double *dev_big = fake_malloc(N * sizeof(double) * (size_t)size, 0);
+    if (dev_big != NULL) {
+        colls_calls("device", dev_s, dev_big, rank, size);
+        fake_free(dev_big);
     }
     fake_free(dev_s);
     fake_free(dev_r);
