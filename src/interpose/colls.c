@@ -48,10 +48,15 @@ static unsigned colls_on;
 /* Collectives whose device buffers are staged. */
 static unsigned colls_stage;
 static const collar_device_t *colls_dev = &collar_device_none;
+/* The backend's host ranges (NULL: none): a call whose buffers are all in
+ * them stages nothing, which op_enter knows without asking the MPI library
+ * about the call. */
+static collar_ranges_t *colls_host;
 
 void collar_colls_start(const collar_device_t *dev, int mpi_cuda_aware)
 {
     colls_dev = dev;
+    colls_host = collar_mem_host_ranges();
     colls_stage = 0;
     if (dev != &collar_device_none && !mpi_cuda_aware) {
         for (int c = COLLAR_COLL_BCAST; c < COLLAR_COLL_COUNT; c++) {
@@ -73,6 +78,7 @@ void collar_colls_stop(void)
 {
     colls_on = 0;
     colls_stage = 0;
+    colls_host = NULL;
 }
 
 /* ------------------------------------------------------------- spans */
@@ -598,6 +604,19 @@ static int op_enter(colls_op_t *op, const colls_args_t *a, int copy_in)
         /* Frames inside libcollar.so are skipped: the wrapper's caller. */
         op->stat.npcs = collar_stats_callsite(op->stat.pcs, COLLAR_STATS_MAX_DEPTH, 1);
         op->t0 = PMPI_Wtime();
+    }
+    if (!collar_stats_on && colls_host != NULL) {
+        /* Every buffer given (MPI_IN_PLACE aside) in the host ranges: no
+         * significant buffer is device memory, nothing is staged, and the
+         * MPI library gets the call as it is, as the full way below would
+         * find, without the questions about the communicator and the
+         * types. */
+        const void *s = a->coll == COLLAR_COLL_BCAST || a->sbuf == MPI_IN_PLACE
+                        ? a->rbuf : a->sbuf;
+        const void *r = a->rbuf == MPI_IN_PLACE ? s : a->rbuf;
+        if (collar_mem_known_host(colls_host, s, r)) {
+            return MPI_SUCCESS;
+        }
     }
     int inter = 0;
     if (a->comm == MPI_COMM_NULL || PMPI_Comm_test_inter(a->comm, &inter) != MPI_SUCCESS

@@ -26,6 +26,15 @@ static int pass_all;
 /* Every allreduce goes straight to the MPI library: not active, or pass_all
  * with nothing to record.  One load on the hot path. */
 static int straight = 1;
+/* A device backend classifies buffers, and a call on host memory is native
+ * whatever its size or communicator, with nothing to check or log for it:
+ * such a call goes to the MPI library right after the classification of
+ * its buffers (collar_allreduce, host_call). */
+static int host_direct;
+/* host_direct with nothing to record: the wrappers hand such a call on
+ * themselves when its buffers are in the backend's host ranges. */
+static int host_straight;
+static collar_ranges_t *host_ranges;
 /* The MPI library takes device pointers (native is eligible for them). */
 static int mpi_cuda_aware;
 static const collar_device_t *dev = &collar_device_none;
@@ -45,6 +54,29 @@ COLLAR_EXPORT const char *collar_device_name(void)
     return state == STATE_ACTIVE ? dev->name : "none";
 }
 
+/*
+ * The short ways through an allreduce, from the configuration and the
+ * backend (at MPI_Init and when the algorithm is set):
+ *   pass_all       no device and every host rule native: every call is
+ *                  native;
+ *   straight       pass_all with no statistics: the wrapper is one load;
+ *   host_direct    a device backend and every host rule native: a call on
+ *                  host memory is native, decided by its classification;
+ *   host_straight  host_direct with no statistics: the wrapper classifies
+ *                  and calls the MPI library.
+ * Not under COLLAR_CHECK (every call is checked across ranks); host_direct
+ * not where the choice of each call is logged (info level, subsystem coll).
+ */
+static void decide_paths(void)
+{
+    const int host_native = collar_select_host_native() && !collar_cfg.check;
+    pass_all = dev == &collar_device_none && host_native;
+    straight = pass_all && !collar_stats_on;
+    host_direct = dev != &collar_device_none && host_native
+                  && !collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL);
+    host_straight = host_direct && !collar_stats_on;
+}
+
 COLLAR_EXPORT int collar_set_algorithm(const char *name, size_t chunk)
 {
     if (state != STATE_ACTIVE || name == NULL) {
@@ -57,9 +89,7 @@ COLLAR_EXPORT int collar_set_algorithm(const char *name, size_t chunk)
     }
     collar_cfg.algorithm = (collar_alg_t)alg;
     collar_cfg.chunk_size = chunk;
-    pass_all = dev == &collar_device_none && collar_select_host_native()
-               && !collar_cfg.check;
-    straight = pass_all && !collar_stats_on;
+    decide_paths();
     collar_debug(COLL, "algorithm set to %s, chunk %zu", name, chunk);
     return 0;
 }
@@ -121,16 +151,12 @@ static void collar_startup(void)
         return;
     }
     dev = collar_device_open(collar_cfg.device);
+    host_ranges = collar_mem_host_ranges();
     mpi_cuda_aware = collar_mpi_cuda_aware();
     collar_stats_init();
     collar_stats_set_tuning_source(collar_select_sources());
-    /* Host buffers only, every rule for them native, nothing to record:
-     * every allreduce goes straight to the MPI library (not under
-     * COLLAR_CHECK, which checks every call). */
-    pass_all = dev == &collar_device_none && collar_select_host_native()
-               && !collar_cfg.check;
+    decide_paths();
     state = STATE_ACTIVE;
-    straight = pass_all && !collar_stats_on;
     collar_colls_start(dev, mpi_cuda_aware);
     start_progress(rank);
     if (rank == 0) {
@@ -144,6 +170,7 @@ static void collar_startup(void)
 static void collar_shutdown(void)
 {
     straight = 1;
+    host_straight = 0;
     collar_progress_thread_stop();
     collar_colls_stop();
     if (state != STATE_ACTIVE) {
@@ -156,6 +183,7 @@ static void collar_shutdown(void)
     collar_check_finalize();
     collar_comm_finalize();
     collar_pool_release_all();
+    host_ranges = NULL;
     collar_device_close();
     collar_select_finalize();
     state = STATE_FINALIZED;
@@ -506,7 +534,63 @@ static int allreduce_persist_create(const collar_allreduce_args_t *a,
     return rc;
 }
 
-int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat)
+/* Host buffers only (pass_all, host_direct) with statistics on: the MPI
+ * library's call, timed from t0 and recorded as native on host memory,
+ * without selection. */
+static int native_recorded(const collar_allreduce_args_t *a,
+                           collar_stats_call_t *stat, double t0)
+{
+    int rc = pass_through(a);
+    MPI_Count size = 0;
+    if (rc == MPI_SUCCESS && a->count >= 0 && !a->persistent
+        && PMPI_Type_size_x(a->dtype, &size) == MPI_SUCCESS) {
+        stat->alg = COLLAR_ALG_NATIVE;
+        stat->mem = COLLAR_MEM_HOST;
+        stat->bytes = (size_t)a->count * (size_t)size;
+        stats_done(stat, t0);
+    }
+    return rc;
+}
+
+/* A call collar does not take over (nothing to move, an intercommunicator,
+ * bad arguments): the MPI library's own, counted as native. */
+static int pass_counted(const collar_allreduce_args_t *a,
+                        collar_stats_call_t *stat, double t0)
+{
+    const MPI_Count count = a->count;
+    if (count == 0 && collar_cfg.check && a->comm != MPI_COMM_NULL
+        && a->dtype != MPI_DATATYPE_NULL && a->op != MPI_OP_NULL
+        && a->rbuf != MPI_IN_PLACE) {
+        /* Count 0 is checked too (intercommunicators are not). */
+        int rc = check_agree(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
+                             COLLAR_MEM_HOST, NULL);
+        if (rc != MPI_SUCCESS) {
+            return rc;
+        }
+    }
+    int rc = pass_through(a);
+    if (stat != NULL && rc == MPI_SUCCESS && count >= 0 && !a->persistent) {
+        stat->alg = COLLAR_ALG_NATIVE;
+        stat->mem = COLLAR_MEM_HOST;
+        if (a->rbuf != MPI_IN_PLACE) {
+            collar_mem_classify(dev, a->rbuf, &stat->mem);
+        }
+        MPI_Count size = 0;
+        PMPI_Type_size_x(a->dtype, &size);
+        stat->bytes = (size_t)count * (size_t)size;
+        stats_done(stat, t0);
+    }
+    return rc;
+}
+
+/* An allreduce collar may take over: its buffers are classified (rkind,
+ * skind), and it is not a host call that host_direct hands on.  Apart from
+ * collar_allreduce so that the short ways there pay for none of this
+ * frame. */
+__attribute__((noinline))
+static int allreduce_run(const collar_allreduce_args_t *a,
+                         collar_stats_call_t *stat, double t0,
+                         collar_mem_kind_t rkind, collar_mem_kind_t skind)
 {
     const void *sbuf = a->sbuf;
     void *rbuf = a->rbuf;
@@ -516,45 +600,14 @@ int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat
     const MPI_Comm comm = a->comm;
     MPI_Request *request = a->request;
     int inter = 0;
-    const double t0 = stat != NULL ? PMPI_Wtime() : 0.0;
-    if (comm == MPI_COMM_NULL || count <= 0
-        || dtype == MPI_DATATYPE_NULL || op == MPI_OP_NULL || rbuf == MPI_IN_PLACE
-        || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
-        if (count == 0 && collar_cfg.check && comm != MPI_COMM_NULL
-            && dtype != MPI_DATATYPE_NULL && op != MPI_OP_NULL
-            && rbuf != MPI_IN_PLACE) {
-            /* Count 0 is checked too (intercommunicators are not). */
-            int rc = check_agree(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
-                                 COLLAR_MEM_HOST, NULL);
-            if (rc != MPI_SUCCESS) {
-                return rc;
-            }
-        }
-        int rc = pass_through(a);
-        if (stat != NULL && rc == MPI_SUCCESS && count >= 0 && !a->persistent) {
-            /* Nothing to move (count 0) or an intercommunicator: the MPI
-             * library's own call, counted as native. */
-            stat->alg = COLLAR_ALG_NATIVE;
-            stat->mem = COLLAR_MEM_HOST;
-            if (rbuf != MPI_IN_PLACE) {
-                collar_mem_classify(dev, rbuf, &stat->mem);
-            }
-            MPI_Count size = 0;
-            PMPI_Type_size_x(dtype, &size);
-            stat->bytes = (size_t)count * (size_t)size;
-            stats_done(stat, t0);
-        }
-        return rc;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
+        return pass_counted(a, stat, t0);
     }
-
     collar_call_t call = {
         .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
         .comm = comm, .in_place = sbuf == MPI_IN_PLACE,
     };
-    collar_mem_kind_t rkind, skind = COLLAR_MEM_HOST;
-    if (collar_mem_classify(dev, rbuf, &rkind) != COLLAR_OK
-        || (!call.in_place && collar_mem_classify(dev, sbuf, &skind) != COLLAR_OK)
-        || collar_call_describe(&call) != COLLAR_OK) {
+    if (collar_call_describe(&call) != COLLAR_OK) {
         return pass_through(a);
     }
     call.mem = (rkind != COLLAR_MEM_HOST || skind != COLLAR_MEM_HOST)
@@ -664,22 +717,56 @@ int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat
     return rc;
 }
 
-/* Host buffers only (pass_all) with statistics on: the MPI library's call,
- * timed and recorded as native on host memory, without selection. */
-static int native_recorded(const collar_allreduce_args_t *a,
-                           collar_stats_call_t *stat)
+/* Arguments collar looks at; the others go to the MPI library as they are
+ * (pass_counted), so that it reports what is wrong with them. */
+static inline int args_usable(const void *rbuf, MPI_Count count,
+                              MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)
 {
-    const double t0 = PMPI_Wtime();
-    int rc = pass_through(a);
-    MPI_Count size = 0;
-    if (rc == MPI_SUCCESS && a->count >= 0 && !a->persistent
-        && PMPI_Type_size_x(a->dtype, &size) == MPI_SUCCESS) {
-        stat->alg = COLLAR_ALG_NATIVE;
-        stat->mem = COLLAR_MEM_HOST;
-        stat->bytes = (size_t)a->count * (size_t)size;
-        stats_done(stat, t0);
+    return comm != MPI_COMM_NULL && count > 0 && dtype != MPI_DATATYPE_NULL
+           && op != MPI_OP_NULL && rbuf != MPI_IN_PLACE;
+}
+
+/* The memory kinds of a call's buffers (sbuf MPI_IN_PLACE: host, only rbuf
+ * is looked at). */
+static inline collar_status_t classify_buffers(const void *sbuf,
+                                               const void *rbuf,
+                                               collar_mem_kind_t *rkind,
+                                               collar_mem_kind_t *skind)
+{
+    *skind = COLLAR_MEM_HOST;
+    COLLAR_CHECK(collar_mem_classify(dev, rbuf, rkind));
+    return sbuf == MPI_IN_PLACE ? COLLAR_OK : collar_mem_classify(dev, sbuf, skind);
+}
+
+/* host_straight's test, in the wrappers: the call's buffers are in the
+ * backend's host ranges (the classification's answer for them, without a
+ * call; rbuf alone in place).  Other host buffers (anonymous mappings: the
+ * backend asks the driver) take host_direct's way in collar_allreduce.
+ * Its arguments are not checked: with host_straight, collar hands a call
+ * with bad arguments to the MPI library as it is, too. */
+static inline int host_call(const void *sbuf, const void *rbuf)
+{
+    return collar_mem_known_host(host_ranges, rbuf,
+                                 sbuf == MPI_IN_PLACE ? rbuf : sbuf);
+}
+
+int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat)
+{
+    const double t0 = stat != NULL ? PMPI_Wtime() : 0.0;
+    if (!args_usable(a->rbuf, a->count, a->dtype, a->op, a->comm)) {
+        return pass_counted(a, stat, t0);
     }
-    return rc;
+    collar_mem_kind_t rkind, skind;
+    if (classify_buffers(a->sbuf, a->rbuf, &rkind, &skind) != COLLAR_OK) {
+        return pass_through(a);
+    }
+    if (host_direct && rkind == COLLAR_MEM_HOST && skind == COLLAR_MEM_HOST) {
+        /* Native whatever the communicator (an intercommunicator too) and
+         * the size: the MPI library's call, now, before any other
+         * question about the call is asked of the MPI library. */
+        return stat != NULL ? native_recorded(a, stat, t0) : pass_through(a);
+    }
+    return allreduce_run(a, stat, t0, rkind, skind);
 }
 
 /* Every exported allreduce entry point.  With statistics on, the call site
@@ -693,36 +780,44 @@ static int intercept(const collar_allreduce_args_t *a)
     collar_stats_call_t stat = { .coll = COLLAR_COLL_ALLREDUCE };
     stat.npcs = collar_stats_callsite(stat.pcs, COLLAR_STATS_MAX_DEPTH, 1);
     if (pass_all) {
-        return native_recorded(a, &stat);
+        return native_recorded(a, &stat, PMPI_Wtime());
     }
     return collar_allreduce(a, &stat);
+}
+
+/* The blocking and nonblocking bindings past their short ways (apart, so
+ * that those need no stack frame). */
+__attribute__((noinline))
+static int intercept_call(const void *sbuf, void *rbuf, MPI_Count count,
+                          MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                          MPI_Request *request, int large)
+{
+    const collar_allreduce_args_t a = {
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
+        .comm = comm, .request = request, .large = large,
+    };
+    return intercept(&a);
 }
 
 COLLAR_EXPORT int MPI_Allreduce(const void *sbuf, void *rbuf, int count,
                                 MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)
 {
-    if (straight || state != STATE_ACTIVE) {
+    if (straight || state != STATE_ACTIVE
+        || (host_straight && host_call(sbuf, rbuf))) {
         return PMPI_Allreduce(sbuf, rbuf, count, dtype, op, comm);
     }
-    const collar_allreduce_args_t a = {
-        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
-        .comm = comm,
-    };
-    return intercept(&a);
+    return intercept_call(sbuf, rbuf, count, dtype, op, comm, NULL, 0);
 }
 
 COLLAR_EXPORT int MPI_Iallreduce(const void *sbuf, void *rbuf, int count,
                                  MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
                                  MPI_Request *request)
 {
-    if (straight || state != STATE_ACTIVE || request == NULL) {
+    if (straight || state != STATE_ACTIVE || request == NULL
+        || (host_straight && host_call(sbuf, rbuf))) {
         return PMPI_Iallreduce(sbuf, rbuf, count, dtype, op, comm, request);
     }
-    const collar_allreduce_args_t a = {
-        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
-        .comm = comm, .request = request,
-    };
-    return intercept(&a);
+    return intercept_call(sbuf, rbuf, count, dtype, op, comm, request, 0);
 }
 
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
@@ -747,28 +842,22 @@ COLLAR_EXPORT int MPI_Allreduce_init(const void *sbuf, void *rbuf, int count,
 COLLAR_EXPORT int MPI_Allreduce_c(const void *sbuf, void *rbuf, MPI_Count count,
                                   MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)
 {
-    if (straight || state != STATE_ACTIVE) {
+    if (straight || state != STATE_ACTIVE
+        || (host_straight && host_call(sbuf, rbuf))) {
         return PMPI_Allreduce_c(sbuf, rbuf, count, dtype, op, comm);
     }
-    const collar_allreduce_args_t a = {
-        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
-        .comm = comm, .large = 1,
-    };
-    return intercept(&a);
+    return intercept_call(sbuf, rbuf, count, dtype, op, comm, NULL, 1);
 }
 
 COLLAR_EXPORT int MPI_Iallreduce_c(const void *sbuf, void *rbuf, MPI_Count count,
                                    MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
                                    MPI_Request *request)
 {
-    if (straight || state != STATE_ACTIVE || request == NULL) {
+    if (straight || state != STATE_ACTIVE || request == NULL
+        || (host_straight && host_call(sbuf, rbuf))) {
         return PMPI_Iallreduce_c(sbuf, rbuf, count, dtype, op, comm, request);
     }
-    const collar_allreduce_args_t a = {
-        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
-        .comm = comm, .request = request, .large = 1,
-    };
-    return intercept(&a);
+    return intercept_call(sbuf, rbuf, count, dtype, op, comm, request, 1);
 }
 
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)

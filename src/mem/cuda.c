@@ -238,14 +238,18 @@ static _Thread_local int cu_last_device;
 
 static collar_status_t cu_mem_query(const void *ptr, collar_mem_kind_t *kind)
 {
-    collar_ptr_info_t info;
-    COLLAR_CHECK(cu_info(ptr, &info));
-    *kind = info.kind;
-    if (info.kind != COLLAR_MEM_HOST && info.device >= 0) {
-        cu_last_device = info.device;
-        cu_note_device(info.device);
+    int device = -1;
+    COLLAR_CHECK(collar_ptrcache_kind(cu.cache, ptr, kind, &device));
+    if (*kind != COLLAR_MEM_HOST && device >= 0) {
+        cu_last_device = device;
+        cu_note_device(device);
     }
     return COLLAR_OK;
+}
+
+collar_ranges_t *collar_cuda_host_ranges(void)
+{
+    return cu.cache != NULL ? collar_ptrcache_host_ranges(cu.cache) : NULL;
 }
 
 /* ----------------------------------------------------------- start, close */

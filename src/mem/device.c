@@ -73,6 +73,16 @@ const collar_device_t *collar_device_open(collar_device_kind_t kind)
     return dev;
 }
 
+collar_ranges_t *collar_mem_host_ranges(void)
+{
+#ifdef COLLAR_HAVE_CUDA
+    if (current == &collar_device_cuda) {
+        return collar_cuda_host_ranges();
+    }
+#endif
+    return NULL;
+}
+
 void collar_device_close(void)
 {
     current->finalize();

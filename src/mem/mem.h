@@ -16,6 +16,7 @@
 #define COLLAR_MEM_H
 
 #include "../core/core.h"
+#include "ranges.h"
 
 extern const collar_device_t collar_device_none;
 extern const collar_device_t collar_device_sim;
@@ -24,6 +25,8 @@ extern const collar_device_t collar_device_cuda;
 /* Why the cuda backend's init() failed: the driver's error, or "the driver
  * sees 0 devices". */
 const char *collar_cuda_unavailable_reason(void);
+/* The cuda backend's host ranges (NULL before init). */
+collar_ranges_t *collar_cuda_host_ranges(void);
 #endif
 
 /*
@@ -37,6 +40,26 @@ void collar_device_close(void);
 const collar_device_t *collar_device_current(void);
 /* Names of the backends built into this library, e.g. "none sim". */
 const char *collar_device_builtin(void);
+
+/* The open backend's host ranges: address ranges it answers "host memory"
+ * for, with no device memory possible in them (ranges.h); NULL when it has
+ * none (none, sim).  Valid until collar_device_close. */
+collar_ranges_t *collar_mem_host_ranges(void);
+
+/* 1 when a and b (a call's buffers; the same pointer twice for one) are in
+ * `ranges` (the open backend's): host memory, what its mem_query would
+ * answer, known without a call.  0: ask mem_query.  The pointers are only
+ * compared, never read. */
+static inline int collar_mem_known_host(collar_ranges_t *ranges, const void *a,
+                                        const void *b)
+{
+    if (ranges == NULL
+        || !collar_ranges_probe_pair(ranges, (uintptr_t)a, (uintptr_t)b)) {
+        return 0;
+    }
+    collar_ranges_count_hits(ranges, a == b ? 1 : 2);
+    return 1;
+}
 
 /* Memory kind of a user buffer, as the open backend sees it. */
 static inline collar_status_t collar_mem_classify(const collar_device_t *dev,

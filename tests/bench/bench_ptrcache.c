@@ -14,7 +14,9 @@
  *   mapping: the driver is asked every time) and a stack buffer (a host
  *   range from /proc/self/maps: cached).
  *   host pointers, fake driver: the cost of a host lookup with and without
- *   the host ranges (the fake query is free; the driver's is not).
+ *   the host ranges (the fake query is free; the driver's is not), the
+ *   whole answer (collar_ptrcache_lookup) and the kind alone
+ *   (collar_ptrcache_kind, what every call's classification asks).
  */
 #include "config.h"
 #include "mem/mem.h"
@@ -88,6 +90,14 @@ static collar_status_t cache_lookup(void *ctx, const void *ptr)
     return collar_ptrcache_lookup(ctx, ptr, &info);
 }
 
+/* The kind alone (what the cuda backend's mem_query asks for). */
+static collar_status_t cache_kind(void *ctx, const void *ptr)
+{
+    collar_mem_kind_t kind;
+    int device;
+    return collar_ptrcache_kind(ctx, ptr, &kind, &device);
+}
+
 /* Alternating between two cached buffers: the thread's last hit never
  * matches, every lookup searches under the read lock. */
 static collar_status_t cache_lookup_alternating(void *ctx, const void *ptr)
@@ -144,6 +154,10 @@ static void bench_fake(void)
                what, best_ns(cache_lookup, c, host_buf, 2000000),
                best_ns(cache_lookup, c, stack_buf, 2000000),
                heap_buf ? best_ns(cache_lookup, c, heap_buf, 2000000) : 0.0);
+        printf("  %-34s %6.1f ns (static), %6.1f ns (stack), %6.1f ns (heap)\n",
+               "  the kind alone", best_ns(cache_kind, c, host_buf, 2000000),
+               best_ns(cache_kind, c, stack_buf, 2000000),
+               heap_buf ? best_ns(cache_kind, c, heap_buf, 2000000) : 0.0);
         collar_ptrcache_stats_t st;
         collar_ptrcache_stats(c, &st);
         printf("  %-34s %llu host hits, %llu misses\n", "",

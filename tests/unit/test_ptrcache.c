@@ -4,8 +4,9 @@
  * the cache's back, as an application does.  Checks that hits need no full
  * query, that host memory is never cached, that a freed-and-reused range
  * is caught by its buffer id (and never yields the old kind) in mode 1,
- * what trust mode promises, eviction at capacity, forget(), and lookups
- * from several threads while ranges change.
+ * what trust mode promises, eviction at capacity, forget(), lookups
+ * from several threads while ranges change, and the kind alone
+ * (collar_ptrcache_kind) with the lock-free probes of the host ranges.
  */
 #include "config.h"
 #include "mem/ptrcache.h"
@@ -282,6 +283,11 @@ static int fake_host_range(void *ctx, const void *ptr, uintptr_t *lo, uintptr_t 
         *hi = 0x30000;
         return 0;
     }
+    if (p >= 0x40000 && p < 0x48000) {      /* "[heap2]" (test_probe_threads) */
+        *lo = 0x40000;
+        *hi = 0x48000;
+        return 1;
+    }
     return -1;
 }
 
@@ -336,6 +342,160 @@ static void test_host_ranges(int mode)
     collar_ptrcache_destroy(c);
 }
 
+/* collar_ptrcache_kind: the answers of collar_ptrcache_lookup.  A host
+ * range answers with no driver call and no lock (the host ranges are also
+ * what collar_mem_known_host probes); an anonymous mapping known to hold no
+ * device entry goes to the driver at once (one query, no id check, the
+ * mapping not read again); device memory that appears in one is entered and
+ * marks the mapping, whose lookups then search the entries (a hit: one id
+ * check, no full query). */
+static collar_mem_kind_t kind_of(collar_ptrcache_t *c, uintptr_t p, int *device)
+{
+    collar_mem_kind_t kind = COLLAR_MEM_DEVICE;
+    collar_status_t st = collar_ptrcache_kind(c, (const void *)p, &kind, device);
+    UNIT_CHECK(st == COLLAR_OK, "kind %#lx: %d", (unsigned long)p, st);
+    return kind;
+}
+
+static void test_kind(int mode)
+{
+    reset();
+    atomic_store(&nranges, 0);
+    const collar_ptr_driver_t drv = { fake_query, fake_buffer_id, NULL,
+                                      fake_host_range };
+    collar_ptrcache_t *c;
+    UNIT_CHECK(collar_ptrcache_create(&drv, mode, 16, &c) == COLLAR_OK, "create");
+    int device = 5;
+    UNIT_CHECK(kind_of(c, 0x2000, &device) == COLLAR_MEM_HOST && device == -1,
+               "heap: host, device %d", device);
+    atomic_store(&nqueries, 0);
+    collar_ranges_t *host = collar_ptrcache_host_ranges(c);
+    for (int i = 0; i < 10; i++) {
+        UNIT_CHECK(kind_of(c, 0x1000 + 0x700 * (uintptr_t)i, &device) == COLLAR_MEM_HOST,
+                   "heap");
+        UNIT_CHECK(collar_ranges_probe(host, 0x1000 + 0x700 * (uintptr_t)i, NULL)
+                   == (mode != COLLAR_PTR_CACHE_OFF), "probe %d", i);
+    }
+    UNIT_CHECK(collar_ranges_probe_pair(host, 0x1000, 0x8fff)
+               == (mode != COLLAR_PTR_CACHE_OFF), "probe both ends");
+    UNIT_CHECK(!collar_ranges_probe_pair(host, 0x1000, 0x9000)
+               && !collar_ranges_probe_pair(host, 0xfff, 0x2000)
+               && !collar_ranges_probe(host, 0x9000, NULL), "probe outside");
+    collar_ptrcache_stats_t st;
+    collar_ptrcache_stats(c, &st);
+    if (mode == COLLAR_PTR_CACHE_OFF) {
+        UNIT_CHECK(atomic_load(&nqueries) == 10 && st.host_ranges == 0,
+                   "off: %ld queries, %llu host ranges", atomic_load(&nqueries),
+                   (unsigned long long)st.host_ranges);
+        collar_ptrcache_destroy(c);
+        return;
+    }
+    UNIT_CHECK(atomic_load(&nqueries) == 0 && atomic_load(&nids) == 0,
+               "10 heap kinds: %ld queries, %ld id checks", atomic_load(&nqueries),
+               atomic_load(&nids));
+    UNIT_CHECK(st.host_hits == 10, "host hits %llu, expected 10",
+               (unsigned long long)st.host_hits);
+
+    /* Anonymous: the driver once a call, the mapping read once. */
+    atomic_store(&nranges, 0);
+    for (int i = 0; i < 5; i++) {
+        UNIT_CHECK(kind_of(c, 0x20010, &device) == COLLAR_MEM_HOST, "anonymous");
+    }
+    UNIT_CHECK(atomic_load(&nqueries) == 5 && atomic_load(&nids) == 0
+               && atomic_load(&nranges) == 1, "anonymous: %ld queries, %ld id "
+               "checks, %ld mapping reads; expected 5, 0, 1",
+               atomic_load(&nqueries), atomic_load(&nids), atomic_load(&nranges));
+    UNIT_CHECK(!collar_ranges_probe(host, 0x20010, NULL), "anonymous is no host range");
+
+    /* Device memory appears in the anonymous mapping: seen at once; the
+     * mapping is marked, its next lookups hit the entry. */
+    fake_map(0, 0x24000, 0x1000, COLLAR_MEM_DEVICE);
+    UNIT_CHECK(kind_of(c, 0x24010, &device) == COLLAR_MEM_DEVICE && device == 0,
+               "device memory in an anonymous mapping");
+    atomic_store(&nqueries, 0);
+    atomic_store(&nranges, 0);
+    for (int i = 0; i < 3; i++) {
+        UNIT_CHECK(kind_of(c, 0x24020, &device) == COLLAR_MEM_DEVICE, "device again");
+    }
+    UNIT_CHECK(atomic_load(&nqueries) == 0, "device hits made %ld full queries",
+               atomic_load(&nqueries));
+    /* Host memory beside it in the same mapping: still host, asked. */
+    UNIT_CHECK(kind_of(c, 0x20010, &device) == COLLAR_MEM_HOST, "host beside it");
+    UNIT_CHECK(atomic_load(&nranges) == 0, "mapping read %ld times again",
+               atomic_load(&nranges));
+    /* Freed and the range reused as host memory: host, not the old kind. */
+    fake_unmap(0);
+    UNIT_CHECK(kind_of(c, 0x24020, &device) == COLLAR_MEM_HOST
+               || mode == COLLAR_PTR_CACHE_TRUST, "freed device memory");
+    collar_ptrcache_destroy(c);
+}
+
+/* Lock-free probes of the host ranges while they change (ranges added and
+ * dropped as device memory appears over one of them): a pointer in a range
+ * that is always there is always found, one in a range that never is never
+ * is (run it under --enable-tsan too). */
+typedef struct {
+    collar_ranges_t *host;
+    _Atomic int     *stop;
+    long             missed, wrong, probes;
+} prober_t;
+
+static void *probe_worker(void *arg)
+{
+    prober_t *w = arg;
+    while (!atomic_load(w->stop)) {
+        const int in = collar_ranges_probe_pair(w->host, 0x1010, 0x8ff0);
+        const int out = collar_ranges_probe(w->host, 0x9000, NULL);
+        /* A probe that saw the set changing says no: counted apart, it
+         * must stay rare. */
+        w->missed += !in;
+        w->wrong += out;
+        w->probes++;
+    }
+    return NULL;
+}
+
+static void test_probe_threads(void)
+{
+    reset();
+    const collar_ptr_driver_t drv = { fake_query, fake_buffer_id, NULL,
+                                      fake_host_range };
+    collar_ptrcache_t *c;
+    UNIT_CHECK(collar_ptrcache_create(&drv, COLLAR_PTR_CACHE_ON, 64, &c) == COLLAR_OK,
+               "create");
+    int device;
+    kind_of(c, 0x2000, &device);   /* the "[heap]" [0x1000, 0x9000) */
+    _Atomic int stop = 0;
+    prober_t w[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        w[i] = (prober_t){ collar_ptrcache_host_ranges(c), &stop, 0, 0, 0 };
+        pthread_create(&t[i], NULL, probe_worker, &w[i]);
+    }
+    /* Learn and drop another range, over and over: device memory appears
+     * where "[heap2]" was (fake_host_range answers [0x40000, 0x48000)). */
+    for (int i = 0; i < 2000; i++) {
+        kind_of(c, 0x40010, &device);
+        fake_map(1, 0x40000, 0x1000, COLLAR_MEM_DEVICE);
+        kind_of(c, 0x40010, &device);
+        fake_unmap(1);
+        collar_ptrcache_forget(c, (const void *)0x40000, 0x1000);
+    }
+    atomic_store(&stop, 1);
+    long missed = 0, wrong = 0, probes = 0;
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        missed += w[i].missed;
+        wrong += w[i].wrong;
+        probes += w[i].probes;
+    }
+    UNIT_CHECK(wrong == 0, "%ld of %ld probes found an address in no range",
+               wrong, probes);
+    UNIT_CHECK(probes == 0 || missed * 2 < probes, "%ld of %ld probes did not "
+               "find an address that is always in a range", missed, probes);
+    collar_ptrcache_destroy(c);
+}
+
 /* /proc/self/maps: the heap and the main thread's stack are cacheable; an
  * anonymous mapping (a large malloc) is not. */
 static void test_maps(void)
@@ -374,5 +534,9 @@ int main(void)
     test_reuse();
     test_capacity();
     test_threads();
+    test_kind(COLLAR_PTR_CACHE_OFF);
+    test_kind(COLLAR_PTR_CACHE_ON);
+    test_kind(COLLAR_PTR_CACHE_TRUST);
+    test_probe_threads();
     return unit_finish("test_ptrcache");
 }
