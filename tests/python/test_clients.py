@@ -30,6 +30,9 @@ ranks) with the calls the ranks made.  Output: one line per collective,
 per collective for the counts).  Exit status 0 only when all passed.
 
 --no-collar: without collar (the MPI library alone): the values only.
+--array=cupy: every buffer handed to MPI is a CuPy array in device memory
+(tests/gpu/run.sh, on a GPU); the references stay numpy, results are copied
+back to the host to be checked.  Default: numpy arrays.
 """
 
 import json
@@ -40,6 +43,30 @@ import numpy as np
 from mpi4py import MPI
 
 NO_COLLAR = "--no-collar" in sys.argv[1:]
+ARRAY = "numpy"
+for _a in sys.argv[1:]:
+    if _a.startswith("--array="):
+        ARRAY = _a.split("=", 1)[1]
+if ARRAY == "cupy":
+    import cupy as xp
+elif ARRAY == "numpy":
+    xp = None
+else:
+    sys.exit("test_clients.py: --array=%s: expected numpy or cupy" % ARRAY)
+
+
+def dev(a):
+    """a (numpy) as a buffer of the array module under test."""
+    return a if xp is None else xp.asarray(a)
+
+
+def zeros(n, dt):
+    return np.zeros(n, dt) if xp is None else xp.zeros(n, dt)
+
+
+def host(a):
+    return a if xp is None else xp.asnumpy(a)
+
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
 size = comm.Get_size()
@@ -81,7 +108,7 @@ def reduce_ref(dt, n, op, salt=0):
 def check(what, got, want):
     global checks
     checks += 1
-    got = np.asarray(got)
+    got = np.asarray(host(got))
     want = np.asarray(want)
     if got.dtype == np.float64:
         ok = got.shape == want.shape and np.allclose(got, want, rtol=1e-12, atol=0)
@@ -120,13 +147,13 @@ def t_allreduce(dt):
             if note not in notes:
                 notes.append(note)
             continue
-        s = values(dt, rank, n)
-        r = np.zeros(n, dt)
+        s = dev(values(dt, rank, n))
+        r = zeros(n, dt)
         comm.Allreduce(s, r, op=OPS[opname])
         made["allreduce"] += 1
         check("Allreduce %s %s" % (opname, dt.__name__), r, reduce_ref(dt, n, opname))
-    s = values(dt, rank, n, salt=1)
-    r = np.zeros(n, dt)
+    s = dev(values(dt, rank, n, salt=1))
+    r = zeros(n, dt)
     comm.Iallreduce(s, r, op=MPI.SUM).Wait()
     made["allreduce"] += 1
     check("Iallreduce %s" % dt.__name__, r, reduce_ref(dt, n, "sum", salt=1))
@@ -136,21 +163,21 @@ def t_persistent(dt):
     """MPI-4 persistent collectives: two starts of one request each."""
     if not hasattr(comm, "Allreduce_init"):
         return "mpi4py %s has no persistent collectives" % MPI.__name__
-    s = values(dt, rank, N, salt=2)
-    r = np.zeros(N, dt)
+    s = dev(values(dt, rank, N, salt=2))
+    r = zeros(N, dt)
     try:
         req = comm.Allreduce_init(s, r, op=MPI.SUM)
     except NotImplementedError:
         return "the MPI library has no MPI_Allreduce_init"
     for k in range(2):
         r[:] = 0
-        s[:] = values(dt, rank, N, salt=2 + k)
+        s[:] = dev(values(dt, rank, N, salt=2 + k))
         req.Start()
         req.Wait()
         made["allreduce"] += 1
         check("Allreduce_init start %d %s" % (k, dt.__name__), r, reduce_ref(dt, N, "sum", salt=2 + k))
     req.Free()
-    b = values(dt, 1, N) if rank == 1 else np.zeros(N, dt)
+    b = dev(values(dt, 1, N)) if rank == 1 else zeros(N, dt)
     req = comm.Bcast_init(b, root=1)
     req.Start()
     req.Wait()
@@ -162,11 +189,11 @@ def t_persistent(dt):
 
 def t_bcast(dt):
     for root in range(size):
-        b = values(dt, root, N) if rank == root else np.zeros(N, dt)
+        b = dev(values(dt, root, N)) if rank == root else zeros(N, dt)
         comm.Bcast(b, root=root)
         made["bcast"] += 1
         check("Bcast root %d %s" % (root, dt.__name__), b, values(dt, root, N))
-        b = values(dt, root, N, 3) if rank == root else np.zeros(N, dt)
+        b = dev(values(dt, root, N, 3)) if rank == root else zeros(N, dt)
         comm.Ibcast(b, root=root).Wait()
         made["bcast"] += 1
         check("Ibcast root %d %s" % (root, dt.__name__), b, values(dt, root, N, 3))
@@ -175,8 +202,8 @@ def t_bcast(dt):
 def t_allgather(dt):
     want = np.concatenate([values(dt, q, N) for q in range(size)])
     for name, fn in (("Allgather", comm.Allgather), ("Iallgather", comm.Iallgather)):
-        r = np.zeros(size * N, dt)
-        s = values(dt, rank, N)
+        r = zeros(size * N, dt)
+        s = dev(values(dt, rank, N))
         req = fn(s, r)
         if req is not None:
             req.Wait()
@@ -188,8 +215,8 @@ def t_allgather(dt):
     for q in range(size):
         want[displs[q]:displs[q] + counts[q]] = values(dt, q, counts[q])
     for name, fn in (("Allgatherv", comm.Allgatherv), ("Iallgatherv", comm.Iallgatherv)):
-        r = np.zeros_like(want)
-        s = values(dt, rank, counts[rank])
+        r = zeros(len(want), dt)
+        s = dev(values(dt, rank, counts[rank]))
         req = fn(s, [r, counts, displs, None])
         if req is not None:
             req.Wait()
@@ -203,10 +230,10 @@ def block(dt, src, dst, n):
 
 
 def t_alltoall(dt):
-    s = np.concatenate([block(dt, rank, q, N) for q in range(size)])
+    s = dev(np.concatenate([block(dt, rank, q, N) for q in range(size)]))
     want = np.concatenate([block(dt, q, rank, N) for q in range(size)])
     for name, fn in (("Alltoall", comm.Alltoall), ("Ialltoall", comm.Ialltoall)):
-        r = np.zeros(size * N, dt)
+        r = zeros(size * N, dt)
         req = fn(s, r)
         if req is not None:
             req.Wait()
@@ -220,10 +247,10 @@ def t_alltoall(dt):
     sd = [sum(sc[:q]) for q in range(size)]
     rc = [cnt(q, rank) for q in range(size)]
     rd = [sum(rc[:q]) for q in range(size)]
-    s = np.concatenate([block(dt, rank, q, sc[q]) for q in range(size)])
+    s = dev(np.concatenate([block(dt, rank, q, sc[q]) for q in range(size)]))
     want = np.concatenate([block(dt, q, rank, rc[q]) for q in range(size)])
     for name, fn in (("Alltoallv", comm.Alltoallv), ("Ialltoallv", comm.Ialltoallv)):
-        r = np.zeros(sum(rc), dt)
+        r = zeros(sum(rc), dt)
         req = fn([s, sc, sd, None], [r, rc, rd, None])
         if req is not None:
             req.Wait()
@@ -235,8 +262,8 @@ def t_reduce_scatter(dt):
     full = reduce_ref(dt, size * N, "sum")
     for name, fn in (("Reduce_scatter_block", comm.Reduce_scatter_block),
                      ("Ireduce_scatter_block", comm.Ireduce_scatter_block)):
-        r = np.zeros(N, dt)
-        s = values(dt, rank, size * N)
+        r = zeros(N, dt)
+        s = dev(values(dt, rank, size * N))
         req = fn(s, r, op=MPI.SUM)
         if req is not None:
             req.Wait()
@@ -248,8 +275,8 @@ def t_reduce_scatter(dt):
     lo = sum(rc[:rank])
     for name, fn in (("Reduce_scatter", comm.Reduce_scatter),
                      ("Ireduce_scatter", comm.Ireduce_scatter)):
-        r = np.zeros(rc[rank], dt)
-        s = values(dt, rank, total)
+        r = zeros(rc[rank], dt)
+        s = dev(values(dt, rank, total))
         req = fn(s, r, recvcounts=rc, op=MPI.SUM)
         if req is not None:
             req.Wait()
@@ -260,8 +287,8 @@ def t_reduce_scatter(dt):
 def t_rooted(dt):
     for root in range(size):
         for name, fn in (("Reduce", comm.Reduce), ("Ireduce", comm.Ireduce)):
-            r = np.zeros(N, dt) if rank == root else None
-            s = values(dt, rank, N)
+            r = zeros(N, dt) if rank == root else None
+            s = dev(values(dt, rank, N))
             req = fn(s, r, op=MPI.SUM, root=root)
             if req is not None:
                 req.Wait()
@@ -270,8 +297,8 @@ def t_rooted(dt):
                 check("%s root %d %s" % (name, root, dt.__name__), r, reduce_ref(dt, N, "sum"))
         want = np.concatenate([values(dt, q, N) for q in range(size)])
         for name, fn in (("Gather", comm.Gather), ("Igather", comm.Igather)):
-            r = np.zeros(size * N, dt) if rank == root else None
-            s = values(dt, rank, N)
+            r = zeros(size * N, dt) if rank == root else None
+            s = dev(values(dt, rank, N))
             req = fn(s, r, root=root)
             if req is not None:
                 req.Wait()
@@ -282,25 +309,25 @@ def t_rooted(dt):
         displs = [sum(counts[:q]) for q in range(size)]
         want = np.concatenate([values(dt, q, counts[q]) for q in range(size)])
         for name, fn in (("Gatherv", comm.Gatherv), ("Igatherv", comm.Igatherv)):
-            r = np.zeros(sum(counts), dt) if rank == root else None
-            s = values(dt, rank, counts[rank])
+            r = zeros(sum(counts), dt) if rank == root else None
+            s = dev(values(dt, rank, counts[rank]))
             req = fn(s, [r, counts, displs, None] if rank == root else None, root=root)
             if req is not None:
                 req.Wait()
             made["gatherv"] += 1
             if rank == root:
                 check("%s root %d %s" % (name, root, dt.__name__), r, want)
-        s = np.concatenate([block(dt, root, q, N) for q in range(size)])
+        s = dev(np.concatenate([block(dt, root, q, N) for q in range(size)]))
         for name, fn in (("Scatter", comm.Scatter), ("Iscatter", comm.Iscatter)):
-            r = np.zeros(N, dt)
+            r = zeros(N, dt)
             req = fn(s if rank == root else None, r, root=root)
             if req is not None:
                 req.Wait()
             made["scatter"] += 1
             check("%s root %d %s" % (name, root, dt.__name__), r, block(dt, root, rank, N))
-        s = np.concatenate([block(dt, root, q, counts[q]) for q in range(size)])
+        s = dev(np.concatenate([block(dt, root, q, counts[q]) for q in range(size)]))
         for name, fn in (("Scatterv", comm.Scatterv), ("Iscatterv", comm.Iscatterv)):
-            r = np.zeros(counts[rank], dt)
+            r = zeros(counts[rank], dt)
             req = fn([s, counts, displs, None] if rank == root else None, r, root=root)
             if req is not None:
                 req.Wait()
@@ -322,9 +349,10 @@ def main():
         notes.append("persistent collectives not run: " + persistent_note)
 
     # Every rank's verdict, by one more (counted) allreduce.
-    nfail = np.array([len(failures), checks], np.int64)
-    total = np.zeros(2, np.int64)
+    nfail = dev(np.array([len(failures), checks], np.int64))
+    total = zeros(2, np.int64)
     comm.Allreduce(nfail, total, op=MPI.SUM)
+    total = host(total)
     made["allreduce"] += 1
     for f in failures[:20]:
         print("clients: FAIL " + f, flush=True)
@@ -337,8 +365,9 @@ def main():
 
     passed = int(total[1] - total[0])
     failed = int(total[0])
-    print("clients: mpi4py %s, %s, %d ranks" % (
-        __import__("mpi4py").__version__, lib, size))
+    print("clients: mpi4py %s, %s, %d ranks%s" % (
+        __import__("mpi4py").__version__, lib, size,
+        "" if xp is None else ", CuPy %s arrays" % xp.__version__))
     for note in notes:
         print("clients: note: " + note)
     if NO_COLLAR:
