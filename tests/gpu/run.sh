@@ -10,8 +10,12 @@
 #    to a scratch prefix; the kernel test (tests/unit/test_kernels) runs the
 #    reduction kernels on the GPU against the host loops.
 # 3. tests/gpu/test_device.c under collar with 2 and 4 ranks sharing the
-#    GPU, with every algorithm forced in turn (auto, staged, chunked, ring):
-#    cudaMalloc, managed, device->pinned, unsynchronised asynchronous fills.
+#    GPU, with every algorithm forced in turn (auto, staged, chunked, ring,
+#    ipc): cudaMalloc, managed, device->pinned, unsynchronised asynchronous
+#    fills.  Then a real client: tests/python/test_clients.py (mpi4py 4 from
+#    .gpu/, every collective collar handles) on CuPy arrays in device
+#    memory, 3 ranks, values checked and collar's statistics compared with
+#    the calls made (skipped where python3 has no CuPy).
 # 4. Performance: collar-tune --csv on device memory, 2 and 4 ranks, sizes
 #    4 B .. 64 MiB: median latency per algorithm (and native where the MPI
 #    library takes device pointers), printed as a table of us and GB/s
@@ -37,6 +41,8 @@ say() { echo "=== gpu: $* ($((SECONDS - t_start)) s)"; }
 die() { say "FAILED: $*"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export HYDRA_LAUNCHER=fork
+# Open MPI refuses more ranks than cores without it (4 ranks on 2 cores).
+export OMPI_MCA_rmaps_base_oversubscribe=1
 
 # ----------------------------------------------------------------- machine
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
@@ -104,7 +110,7 @@ if [ "$gpu" = no ]; then
     args=(--host)
 fi
 for n in 2 4; do
-    for alg in auto staged chunked ring; do
+    for alg in auto staged chunked ring ipc; do
         if mpiexec_n "$n" env LD_PRELOAD="$lib" COLLAR_DEVICE="$dev" COLLAR_ALGORITHM="$alg" \
                 "$work/test_device" "${args[@]}" >"$work/device-$n-$alg.log" 2>&1; then
             echo "  $n ranks, $alg: $(grep '^test_device' "$work/device-$n-$alg.log")"
@@ -115,6 +121,38 @@ for n in 2 4; do
         fi
     done
 done
+if [ "$gpu" = yes ]; then
+    client_array=cupy
+    python3 -c 'import cupy' 2>/dev/null || client_array=""
+else
+    client_array=numpy
+fi
+whl=$(ls .gpu/mpi4py-*.whl 2>/dev/null | head -1)
+if [ -z "$client_array" ]; then
+    echo "  mpi4py client: SKIP (python3 has no CuPy)"
+elif [ -z "$whl" ] && ! python3 -c 'import mpi4py' 2>/dev/null; then
+    echo "  mpi4py client: SKIP (no .gpu/mpi4py-*.whl: run tests/gpu/prepare.sh)"
+else
+    if [ -n "$whl" ]; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+            --upgrade --target "$work/site" "$whl" >"$work/pip.log" 2>&1 \
+            || { cat "$work/pip.log"; die "pip install $whl"; }
+        export PYTHONPATH=$work/site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    for alg in auto ipc; do
+        log=$work/client-$alg.log
+        if COLLAR_DEVICE="$dev" COLLAR_ALGORITHM="$alg" COLLAR_STATS=1 \
+                COLLAR_STATS_FORMAT=json COLLAR_STATS_FILE="$work/client-$alg.json" \
+                mpiexec_n 3 env LD_PRELOAD="$lib" python3 "$top/tests/python/test_clients.py" \
+                --array="$client_array" >"$log" 2>&1; then
+            echo "  mpi4py client, 3 ranks, $alg: $(grep '^clients: mpi4py' "$log"); $(grep '^clients: [0-9]* passed' "$log")"
+        else
+            fail=1
+            echo "  mpi4py client, 3 ranks, $alg: FAILED"
+            grep -E "^clients: (FAIL|mpi4py)|MISMATCH|Error|error" "$log" | head -20
+        fi
+    done
+fi
 say "correctness done"
 
 # ------------------------------------------------------------ performance
