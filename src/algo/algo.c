@@ -135,12 +135,19 @@ void collar_algo_eligible(const collar_call_t *call, int mpi_cuda_aware,
 {
     plan->device_pointers_ok = call->mem == COLLAR_MEM_HOST || mpi_cuda_aware;
     plan->mpi_cuda_aware = mpi_cuda_aware;
-    if (plan->alg == COLLAR_ALG_IPC && !collar_algo_ipc_eligible_call(call)) {
+    if ((plan->alg == COLLAR_ALG_IPC || plan->alg == COLLAR_ALG_HIER)
+        && !collar_algo_ipc_eligible_call(call)) {
+        static const char *const why[2][2] = {
+            { "ipc -> chunked: ipc reduces by itself and needs a predefined "
+              "op and datatype it has a reduction for",
+              "ipc -> chunked: ipc works on device buffers only" },
+            { "hier -> chunked: hier reduces by itself and needs a predefined "
+              "op and datatype it has a reduction for",
+              "hier -> chunked: hier works on device buffers only" },
+        };
+        const int host = call->mem == COLLAR_MEM_HOST || call->rmem == COLLAR_MEM_HOST;
+        plan->fallback = why[plan->alg == COLLAR_ALG_HIER][host];
         plan->alg = COLLAR_ALG_CHUNKED;
-        plan->fallback = call->mem == COLLAR_MEM_HOST || call->rmem == COLLAR_MEM_HOST
-                         ? "ipc -> chunked: ipc works on device buffers only"
-                         : "ipc -> chunked: ipc reduces by itself and needs a "
-                           "predefined op and datatype it has a reduction for";
     }
     if (plan->alg == COLLAR_ALG_RING && !collar_algo_ring_eligible(call, 1)) {
         plan->alg = COLLAR_ALG_CHUNKED;
@@ -171,6 +178,8 @@ collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg)
         return collar_algo_ring_build;
     case COLLAR_ALG_IPC:
         return collar_algo_ipc_build;
+    case COLLAR_ALG_HIER:
+        return collar_algo_hier_build;
     case COLLAR_ALG_AUTO:
     case COLLAR_ALG_NATIVE:
     case COLLAR_ALG_COUNT:

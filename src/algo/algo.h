@@ -115,6 +115,36 @@ void collar_algo_ipc_eligible(const collar_call_t *call, collar_comm_t *comm,
                               collar_plan_t *plan);
 
 /*
+ * hier: for a communicator that spans nodes (src/algo/hier.c): within each
+ * node a reduce-scatter through IPC memory, an allreduce of each slice
+ * across nodes among the ranks with the same node rank (staged through
+ * host memory, in plan->chunk pieces), and an allgather through IPC
+ * memory.  Nodes of different sizes: the message is cut into as many
+ * slices as the smallest node has ranks.
+ */
+collar_status_t collar_algo_hier_build(const collar_call_t *call,
+                                       const collar_plan_t *plan,
+                                       collar_sched_t *sched);
+/*
+ * The MPI_MIN of `value` over every rank of the communicator, in *out,
+ * issued in the communicator's turn like a schedule's collectives (it may
+ * come while operations on the communicator are outstanding).  COLLAR_OK,
+ * or an error (then *out is not to be used).
+ */
+typedef collar_status_t (*collar_agree_min_fn_t)(collar_comm_t *comm, int value,
+                                                 int *out);
+/*
+ * The rest of hier's eligibility, which needs the communicator, like
+ * collar_algo_ipc_eligible: a communicator on one node runs ipc; one whose
+ * ranks cannot be grouped by node, or without IPC memory on some node,
+ * runs chunked (every rank alike: `agree` makes the nodes' outcomes one).
+ */
+void collar_algo_hier_eligible(const collar_call_t *call, collar_comm_t *comm,
+                               collar_check_progress_fn_t progress,
+                               collar_agree_min_fn_t agree,
+                               collar_plan_t *plan);
+
+/*
  * Blocks of a message cut among n: block b of `count` elements starts at
  * element *first and has *len elements; the first count % n blocks have
  * one element more (remainders go to the low blocks).  The ring's blocks
@@ -169,6 +199,8 @@ int collar_call_chunkable(const collar_call_t *call);
  *           pointers (mpi_cuda_aware)           -> staged
  *   ipc     device buffers, and what ring needs    -> chunked
  *           (then collar_algo_ipc_eligible: one node, IPC memory)
+ *   hier    the same                               -> chunked
+ *           (then collar_algo_hier_eligible: nodes, IPC memory)
  *   ring    reduces by itself: needs a predefined op and type collar has
  *           a reduction for, laid out densely    -> chunked
  *   chunked needs elements that can be cut apart (collar_call_chunkable)

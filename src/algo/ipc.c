@@ -61,29 +61,11 @@
  * call then runs `chunked` (collar_algo_ipc_eligible).
  */
 #include "config.h"
-#include "algo.h"
+#include "ipc_int.h"
 
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Registrations allocate at least this much (each area). */
-#define IPC_MIN_CAP ((size_t)64 << 10)
-
-typedef struct {
-    int                    refs;     /* atomic: the communicator's + schedules' */
-    const collar_device_t *dev;
-    int                    n, rank;
-    size_t                 cap;      /* bytes of each area (in, out) */
-    char                  *own;      /* 2 * cap: in, then out */
-    char                 **peer;     /* peer[i]: rank i's region here */
-} ipc_region_t;
-
-/* comm->ipc */
-typedef struct {
-    ipc_region_t *region;
-    const char   *failed;   /* set once registration failed: the fallback */
-} ipc_state_t;
 
 /* What a rank tells the others at registration. */
 typedef struct {
@@ -92,11 +74,20 @@ typedef struct {
     int                 code;     /* IPC_OK etc. */
 } ipc_card_t;
 
-/* The agreement of a registration (MPI_MIN of every rank's code). */
-enum { IPC_NO_BACKEND = 0, IPC_NO_MEMORY = 1, IPC_NO_MAP = 2, IPC_OK = 3 };
-
-static const char *ipc_fallback_why(int code)
+const char *collar_ipc_fallback_why(collar_alg_t alg, int code)
 {
+    if (alg == COLLAR_ALG_HIER) {
+        switch (code) {
+        case IPC_NO_BACKEND:
+            return "hier -> chunked: the device backend cannot share memory "
+                   "between processes";
+        case IPC_NO_MEMORY:
+            return "hier -> chunked: a rank cannot allocate IPC memory";
+        default:
+            return "hier -> chunked: a rank cannot map the device memory of "
+                   "a peer on its node";
+        }
+    }
     switch (code) {
     case IPC_NO_BACKEND:
         return "ipc -> chunked: the device backend cannot share memory "
@@ -108,7 +99,7 @@ static const char *ipc_fallback_why(int code)
     }
 }
 
-static void ipc_region_unref(ipc_region_t *g)
+void collar_ipc_region_unref(ipc_region_t *g)
 {
     if (g == NULL || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) != 0) {
         return;
@@ -128,7 +119,7 @@ static void ipc_region_unref(ipc_region_t *g)
 static void ipc_state_release(void *arg)
 {
     ipc_state_t *st = arg;
-    ipc_region_unref(st->region);
+    collar_ipc_region_unref(st->region);
     free(st);
 }
 
@@ -245,7 +236,7 @@ static int ipc_register(collar_comm_t *comm, const collar_device_t *dev,
         if (g != NULL && g->peer == NULL) {
             free(g);
         } else {
-            ipc_region_unref(g);
+            collar_ipc_region_unref(g);
         }
         return agreed;
     }
@@ -253,6 +244,68 @@ static int ipc_register(collar_comm_t *comm, const collar_device_t *dev,
                  n, 2 * cap);
     *out = g;
     return IPC_OK;
+}
+
+void collar_ipc_prepare(const collar_call_t *call, collar_comm_t *comm,
+                        collar_check_progress_fn_t progress,
+                        collar_agree_min_fn_t agree, collar_plan_t *plan)
+{
+    const collar_alg_t alg = plan->alg;
+    ipc_state_t *st = comm->ipc;
+    if (st == NULL) {
+        st = calloc(1, sizeof(*st));
+        if (st == NULL) {
+            /* Nowhere to keep a region: still take part in the other
+             * ranks' registration (and agreement), then give it up. */
+            ipc_region_t *g = NULL;
+            int code = ipc_register(comm, call->dev, IPC_MIN_CAP, progress, &g);
+            if (agree != NULL) {
+                (void)agree(comm, code, &code);
+            }
+            collar_ipc_region_unref(g);
+            plan->alg = COLLAR_ALG_CHUNKED;
+            plan->fallback = collar_ipc_fallback_why(alg, IPC_NO_MEMORY);
+            return;
+        }
+        comm->ipc = st;
+        comm->ipc_release = ipc_state_release;
+    }
+    if (st->failed == 0
+        && (st->region == NULL || st->region->cap < call->bytes)) {
+        /* Every rank sees the same bytes and the same region: all
+         * register in this call. */
+        size_t cap = collar_pool_round(call->bytes);
+        if (cap == 0) {
+            cap = call->bytes;
+        }
+        if (cap < IPC_MIN_CAP) {
+            cap = IPC_MIN_CAP;
+        }
+        ipc_region_t *g = NULL;
+        int code = ipc_register(comm, call->dev, cap, progress, &g);
+        if (agree != NULL) {
+            int all = IPC_NO_MAP;
+            if (agree(comm, code, &all) != COLLAR_OK) {
+                all = IPC_NO_MAP;
+            }
+            if (all != IPC_OK && code == IPC_OK) {
+                collar_info(COLL, "%s: another node could not set up its IPC "
+                            "memory", collar_alg_name(alg));
+            }
+            code = all;
+        }
+        if (code == IPC_OK) {
+            collar_ipc_region_unref(st->region);  /* schedules keep theirs */
+            st->region = g;
+        } else {
+            collar_ipc_region_unref(g);
+            st->failed = code + 1;
+        }
+    }
+    if (st->failed != 0) {
+        plan->alg = COLLAR_ALG_CHUNKED;
+        plan->fallback = collar_ipc_fallback_why(alg, st->failed - 1);
+    }
 }
 
 void collar_algo_ipc_eligible(const collar_call_t *call, collar_comm_t *comm,
@@ -269,61 +322,15 @@ void collar_algo_ipc_eligible(const collar_call_t *call, collar_comm_t *comm,
                          "one node";
         return;
     }
-    ipc_state_t *st = comm->ipc;
-    if (st == NULL) {
-        st = calloc(1, sizeof(*st));
-        if (st == NULL) {
-            /* Nowhere to keep a region: still take part in the other
-             * ranks' registration, then give it up. */
-            ipc_region_t *g = NULL;
-            (void)ipc_register(comm, call->dev, IPC_MIN_CAP, progress, &g);
-            ipc_region_unref(g);
-            plan->alg = COLLAR_ALG_CHUNKED;
-            plan->fallback = ipc_fallback_why(IPC_NO_MEMORY);
-            return;
-        }
-        comm->ipc = st;
-        comm->ipc_release = ipc_state_release;
-    }
-    if (st->failed == NULL
-        && (st->region == NULL || st->region->cap < call->bytes)) {
-        /* Every rank sees the same bytes and the same region: all
-         * register in this call. */
-        size_t cap = collar_pool_round(call->bytes);
-        if (cap == 0) {
-            cap = call->bytes;
-        }
-        if (cap < IPC_MIN_CAP) {
-            cap = IPC_MIN_CAP;
-        }
-        ipc_region_t *g = NULL;
-        const int code = ipc_register(comm, call->dev, cap, progress, &g);
-        if (code == IPC_OK) {
-            ipc_region_unref(st->region);  /* schedules keep theirs */
-            st->region = g;
-        } else {
-            st->failed = ipc_fallback_why(code);
-        }
-    }
-    if (st->failed != NULL) {
-        plan->alg = COLLAR_ALG_CHUNKED;
-        plan->fallback = st->failed;
-    }
+    collar_ipc_prepare(call, comm, progress, NULL, plan);
 }
 
 /* ---------------------------------------------------------------- schedule */
 
-/* Owned by a schedule: its reference on the region, the signals' ints. */
-typedef struct {
-    ipc_region_t *region;
-    int           sig_in[3];
-    int           sig_out[3];
-} ipc_op_t;
-
 static void ipc_op_free(collar_sched_t *s)
 {
     ipc_op_t *op = s->cleanup_arg;
-    ipc_region_unref(op->region);
+    collar_ipc_region_unref(op->region);
     free(op);
 }
 
@@ -340,8 +347,26 @@ static collar_status_t add_step(collar_sched_t *s, collar_step_t *t, int dep1,
     return collar_sched_add(s, t, index);
 }
 
-static collar_status_t add_copy(collar_sched_t *s, void *dst, const void *src,
-                                size_t bytes, int stream, int dep, int *index)
+ipc_op_t *collar_ipc_op_attach(const collar_call_t *call, collar_sched_t *s)
+{
+    const ipc_state_t *st = s->comm->ipc;
+    if (st == NULL || st->region == NULL || st->failed != 0
+        || st->region->cap < call->bytes || call->type_size <= 0) {
+        return NULL;
+    }
+    ipc_op_t *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return NULL;
+    }
+    op->region = st->region;
+    __atomic_add_fetch(&op->region->refs, 1, __ATOMIC_RELAXED);
+    s->cleanup = ipc_op_free;
+    s->cleanup_arg = op;
+    return op;
+}
+
+collar_status_t collar_ipc_add_copy(collar_sched_t *s, void *dst, const void *src,
+                                    size_t bytes, int stream, int dep, int *index)
 {
     collar_step_t t = { .kind = COLLAR_STEP_COPY };
     t.u.copy.dst = dst;
@@ -351,11 +376,12 @@ static collar_status_t add_copy(collar_sched_t *s, void *dst, const void *src,
     return add_step(s, &t, dep, -1, index);
 }
 
-/* A cross-process signal: a one-int allreduce on the private communicator. */
-static collar_status_t add_signal(collar_sched_t *s, ipc_op_t *op, int k,
-                                  int dep, int *index)
+/* A cross-process signal: a one-int allreduce. */
+collar_status_t collar_ipc_add_signal(collar_sched_t *s, ipc_op_t *op, int k,
+                                      int on, int dep, int *index)
 {
     collar_step_t t = { .kind = COLLAR_STEP_IALLREDUCE };
+    t.u.allreduce.on = on;
     t.u.allreduce.sbuf = &op->sig_in[k];
     t.u.allreduce.rbuf = &op->sig_out[k];
     t.u.allreduce.count = 1;
@@ -366,13 +392,14 @@ static collar_status_t add_signal(collar_sched_t *s, ipc_op_t *op, int k,
 
 /* dst = src[0] op src[1] ... op src[n-1] (each at byte offset `off`), in
  * rank order, on one stream, after `dep`.  *last: the final step. */
-static collar_status_t add_reduce_all(collar_sched_t *s, const collar_call_t *call,
-                                      ipc_region_t *g, size_t area, char *dst,
-                                      size_t off, size_t count, int stream,
-                                      int dep, int *last)
+collar_status_t collar_ipc_add_reduce_all(collar_sched_t *s,
+                                          const collar_call_t *call,
+                                          const ipc_region_t *g, size_t area,
+                                          char *dst, size_t off, size_t count,
+                                          int stream, int dep, int *last)
 {
     const size_t bytes = count * (size_t)call->type_size;
-    COLLAR_CHECK(add_copy(s, dst, g->peer[0] + area + off, bytes, stream, dep, last));
+    COLLAR_CHECK(collar_ipc_add_copy(s, dst, g->peer[0] + area + off, bytes, stream, dep, last));
     for (int i = 1; i < g->n; i++) {
         collar_step_t t = { .kind = COLLAR_STEP_DEV_REDUCE };
         t.u.reduce.inout = dst;
@@ -395,21 +422,12 @@ collar_status_t collar_algo_ipc_build(const collar_call_t *call,
                                       const collar_plan_t *plan,
                                       collar_sched_t *s)
 {
-    ipc_state_t *st = s->comm->ipc;
-    if (st == NULL || st->region == NULL || st->failed != NULL
-        || st->region->cap < call->bytes || call->type_size <= 0) {
+    ipc_op_t *op = collar_ipc_op_attach(call, s);
+    if (op == NULL) {
         /* collar_algo_ipc_eligible decides, alike on every rank. */
         return COLLAR_ERR_INVALID;
     }
-    ipc_op_t *op = calloc(1, sizeof(*op));
-    if (op == NULL) {
-        return COLLAR_ERR_NO_MEMORY;
-    }
-    ipc_region_t *g = st->region;
-    __atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
-    op->region = g;
-    s->cleanup = ipc_op_free;
-    s->cleanup_arg = op;
+    const ipc_region_t *g = op->region;
 
     const int nstreams = s->dev->nstreams();
     const int stream = (int)(s->seq % (uint64_t)nstreams);
@@ -421,12 +439,12 @@ collar_status_t collar_algo_ipc_build(const collar_call_t *call,
     int order, c0, copied, c1, last;
     collar_step_t t = { .kind = COLLAR_STEP_ORDER };
     COLLAR_CHECK(collar_sched_add(s, &t, &order));
-    COLLAR_CHECK(add_signal(s, op, 0, order, &c0));
-    COLLAR_CHECK(add_copy(s, g->own + in, send, call->bytes, stream, c0, &copied));
-    COLLAR_CHECK(add_signal(s, op, 1, copied, &c1));
+    COLLAR_CHECK(collar_ipc_add_signal(s, op, 0, COLLAR_STEP_ON_PRIVATE, order, &c0));
+    COLLAR_CHECK(collar_ipc_add_copy(s, g->own + in, send, call->bytes, stream, c0, &copied));
+    COLLAR_CHECK(collar_ipc_add_signal(s, op, 1, COLLAR_STEP_ON_PRIVATE, copied, &c1));
 
     if (call->bytes < collar_algo_ipc_oneshot(plan) || g->n == 1) {
-        COLLAR_CHECK(add_reduce_all(s, call, g, in, recv, 0, (size_t)call->count,
+        COLLAR_CHECK(collar_ipc_add_reduce_all(s, call, g, in, recv, 0, (size_t)call->count,
                                     stream, c1, &last));
         return collar_sched_add_agree(s, 1);
     }
@@ -437,16 +455,16 @@ collar_status_t collar_algo_ipc_build(const collar_call_t *call,
     int reduced = c1;
     if (cnt > 0) {
         const size_t off = (size_t)first * esize;
-        COLLAR_CHECK(add_reduce_all(s, call, g, in, g->own + out + off, off,
+        COLLAR_CHECK(collar_ipc_add_reduce_all(s, call, g, in, g->own + out + off, off,
                                     (size_t)cnt, stream, c1, &reduced));
     }
     int c2;
-    COLLAR_CHECK(add_signal(s, op, 2, reduced, &c2));
+    COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE, reduced, &c2));
     for (int p = 0; p < g->n; p++) {
         collar_block_range(call->count, g->n, p, &first, &cnt);
         if (cnt > 0) {
             const size_t off = (size_t)first * esize;
-            COLLAR_CHECK(add_copy(s, recv + off, g->peer[p] + out + off,
+            COLLAR_CHECK(collar_ipc_add_copy(s, recv + off, g->peer[p] + out + off,
                                   (size_t)cnt * esize, (stream + p) % nstreams,
                                   c2, &last));
         }

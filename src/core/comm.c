@@ -29,7 +29,9 @@
  * COLLAR_SIM_NODE_SIZE=k on the sim device the node is cut into pseudo-nodes
  * of k consecutive ranks (by rank in MPI_COMM_WORLD, so that a process is
  * on the same pseudo-node in every communicator), so that tests on one
- * machine see several nodes.  This happens on the first call, when no
+ * machine see several nodes.  A communicator that spans nodes also gets
+ * the two communicators of `hier` (comm_cross_nodes).  This happens on the
+ * first call, when no
  * operation of the communicator is outstanding, so these collectives cannot
  * come between a schedule's.
  */
@@ -126,8 +128,11 @@ void collar_comm_unref(collar_comm_t *c)
     if (c->ipc != NULL && c->ipc_release != NULL) {
         c->ipc_release(c->ipc);
     }
-    if (c->node_comm != MPI_COMM_NULL) {
-        PMPI_Comm_free(&c->node_comm);
+    MPI_Comm *mine[3] = { &c->node_comm, &c->node_sched, &c->cross_comm };
+    for (int i = 0; i < 3; i++) {
+        if (*mine[i] != MPI_COMM_NULL) {
+            PMPI_Comm_free(mine[i]);
+        }
     }
     if (c->private_comm != MPI_COMM_NULL) {
         /* MPI_Comm_free is not collective in effect: each rank frees its
@@ -288,12 +293,57 @@ void collar_comm_finalize(void)
     }
 }
 
+/* The communicators of `hier` on a communicator that spans nodes, every
+ * node holding at least c->node_min ranks: node_sched (the node's ranks,
+ * for schedules) and cross_comm (the ranks with this node_rank on every
+ * node, for node_rank < node_min).  Collective over the private
+ * communicator; on failure both stay MPI_COMM_NULL, on every rank alike
+ * (an MPI_MIN of the outcome), and `hier` falls back. */
+static void comm_cross_nodes(collar_comm_t *c)
+{
+    int ok = 1, all = 0;
+    const int color = c->node_rank < c->node_min ? c->node_rank : MPI_UNDEFINED;
+    if (PMPI_Comm_split(c->private_comm, color, c->rank, &c->cross_comm)
+        != MPI_SUCCESS) {
+        c->cross_comm = MPI_COMM_NULL;
+        ok = color == MPI_UNDEFINED;
+    }
+    if (PMPI_Comm_split(c->node_comm, 0, c->node_rank, &c->node_sched)
+        != MPI_SUCCESS) {
+        c->node_sched = MPI_COMM_NULL;
+        ok = 0;
+    }
+    if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->private_comm)
+        != MPI_SUCCESS) {
+        all = 0;
+    }
+    if (!all) {
+        collar_info(COLL, "cannot make the communicators of hier (per node "
+                    "and across nodes); hier falls back");
+        if (c->cross_comm != MPI_COMM_NULL) {
+            PMPI_Comm_free(&c->cross_comm);
+        }
+        if (c->node_sched != MPI_COMM_NULL) {
+            PMPI_Comm_free(&c->node_sched);
+        }
+        c->node_min = 0;
+        return;
+    }
+    if (c->cross_comm != MPI_COMM_NULL) {
+        PMPI_Comm_set_errhandler(c->cross_comm, MPI_ERRORS_RETURN);
+    }
+    PMPI_Comm_set_errhandler(c->node_sched, MPI_ERRORS_RETURN);
+}
+
 /* c->node_*: the node this rank is on, collectively over the private
  * communicator.  On failure: no node communicator, not one node. */
 static void comm_find_node(collar_comm_t *c)
 {
     MPI_Comm shared = MPI_COMM_NULL;
     c->node_comm = MPI_COMM_NULL;
+    c->node_sched = MPI_COMM_NULL;
+    c->cross_comm = MPI_COMM_NULL;
+    c->node_min = 0;
     c->node_rank = 0;
     c->node_size = 1;
     c->one_node = 0;
@@ -324,14 +374,22 @@ static void comm_find_node(collar_comm_t *c)
         c->node_comm = shared;
         mine = c->node_size == c->size;
     }
-    int all = 0;
-    if (PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, c->private_comm)
+    /* {whole communicator on this node, ranks on this node}: MPI_MIN of
+     * both.  A rank without a node says 0 ranks, so that nobody builds the
+     * communicators of `hier`. */
+    int in[2] = { mine, c->node_comm != MPI_COMM_NULL ? c->node_size : 0 };
+    int all[2] = { 0, 0 };
+    if (PMPI_Allreduce(in, all, 2, MPI_INT, MPI_MIN, c->private_comm)
         != MPI_SUCCESS) {
-        all = 0;
+        all[0] = all[1] = 0;
     }
-    c->one_node = all;
+    c->one_node = all[0];
+    c->node_min = all[1];
+    if (!c->one_node && c->node_min > 0) {
+        comm_cross_nodes(c);
+    }
     collar_debug(COLL, "node: rank %d of %d on this node%s", c->node_rank,
-                 c->node_size, all ? " (the whole communicator)" : "");
+                 c->node_size, all[0] ? " (the whole communicator)" : "");
 }
 
 collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state)
@@ -374,11 +432,8 @@ collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state)
     }
     rc = PMPI_Comm_set_attr(comm, comm_keyval, c);
     if (rc != MPI_SUCCESS) {
-        if (c->node_comm != MPI_COMM_NULL) {
-            PMPI_Comm_free(&c->node_comm);
-        }
-        PMPI_Comm_free(&c->private_comm);
-        free(c);
+        c->refs = 1;
+        collar_comm_unref(c);
         return COLLAR_ERR_MPI;
     }
     collar_debug(COLL, "new private communicator: %d ranks, this is rank %d",

@@ -49,7 +49,7 @@ static const char *const device_kinds[] = {
 };
 /* Indexed by collar_alg_t. */
 static const char *const alg_names[] = {
-    "auto", "native", "staged", "chunked", "ring", "ipc", NULL
+    "auto", "native", "staged", "chunked", "ring", "ipc", "hier", NULL
 };
 static const char *const yes_no_auto[] = {
     "auto", "yes", "no", NULL
@@ -141,7 +141,7 @@ static const cfg_row_t table[] = {
       FIELD(ptr_cache), ptr_cache_modes, 0, 0 },
     { "COLLAR_ALGORITHM", CFG_ENUM, "auto",
       "Force one allreduce algorithm for every call: auto (the rules decide), "
-      "native, staged, chunked, ring, ipc.",
+      "native, staged, chunked, ring, ipc, hier.",
       FIELD(algorithm), alg_names, 0, 0 },
     { "COLLAR_ALLREDUCE_RULES", CFG_STRING, "",
       "Allreduce rules inline, separated by ';', in the tuning-table format "

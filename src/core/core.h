@@ -118,6 +118,7 @@ typedef enum {
     COLLAR_ALG_CHUNKED,
     COLLAR_ALG_RING,
     COLLAR_ALG_IPC,       /* through device memory mapped between the ranks of a node */
+    COLLAR_ALG_HIER,      /* ipc within each node, an allreduce across nodes */
     COLLAR_ALG_COUNT
 } collar_alg_t;
 
@@ -222,6 +223,14 @@ typedef struct collar_comm {
     int      node_rank;
     int      node_size;
     int      one_node;     /* every rank of the communicator is on one node */
+    int      node_min;     /* ranks on the smallest node of the communicator */
+    /* Made only when the communicator spans nodes (for `hier`): node_sched
+     * holds the ranks of this node like node_comm, but for the collectives
+     * of schedules (issued in their turn); cross_comm the ranks with this
+     * rank's node_rank on every node (MPI_COMM_NULL where node_rank >=
+     * node_min).  Both MPI_COMM_NULL otherwise. */
+    MPI_Comm node_sched;
+    MPI_Comm cross_comm;
     /* Owned by the ipc algorithm (src/algo/ipc.c): its buffers, released
      * with the state. */
     void    *ipc;
@@ -494,6 +503,14 @@ typedef enum {
 
 #define COLLAR_STEP_MAX_DEPS 4
 
+/* The communicator of an IALLREDUCE step (collar_comm_t): the private one
+ * unless the step says otherwise. */
+typedef enum {
+    COLLAR_STEP_ON_PRIVATE,   /* private_comm: every rank */
+    COLLAR_STEP_ON_NODE,      /* node_sched: the ranks of this node */
+    COLLAR_STEP_ON_CROSS      /* cross_comm: this node_rank on every node */
+} collar_step_comm_t;
+
 typedef struct {
     collar_step_kind_t kind;
     uint8_t            state;  /* collar_step_state_t, private to schedule.c */
@@ -509,6 +526,7 @@ typedef struct {
             const void *sbuf; void *rbuf; int count;
             MPI_Datatype dt; MPI_Op op;
             int ord;  /* set by collar_sched_add: n-th collective step */
+            int on;   /* collar_step_comm_t: which communicator */
         } allreduce;
         struct { void *buf; int count; MPI_Datatype dt; int peer; int tag; } p2p;
         struct { const MPI_Request *req; } request;

@@ -322,6 +322,19 @@ static const char *step_name(collar_step_kind_t kind)
     return "step";
 }
 
+/* The communicator of a collective step (collar_step_comm_t). */
+static MPI_Comm step_comm(const collar_sched_t *s, const collar_step_t *t)
+{
+    switch (t->u.allreduce.on) {
+    case COLLAR_STEP_ON_NODE:
+        return s->comm->node_sched;
+    case COLLAR_STEP_ON_CROSS:
+        return s->comm->cross_comm;
+    default:
+        return s->comm->private_comm;
+    }
+}
+
 /* Start step `t`.  Returns OK (now active or already done), INPROGRESS
  * (must wait for its turn) or an error. */
 static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
@@ -375,7 +388,7 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         } else {
             rc = PMPI_Iallreduce(t->u.allreduce.sbuf, t->u.allreduce.rbuf,
                                  t->u.allreduce.count, t->u.allreduce.dt,
-                                 t->u.allreduce.op, s->comm->private_comm, &t->req);
+                                 t->u.allreduce.op, step_comm(s, t), &t->req);
         }
         if (rc != MPI_SUCCESS) {
             *mpi_rc = rc;

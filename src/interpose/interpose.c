@@ -393,6 +393,9 @@ static void log_choice(MPI_Comm comm, const collar_select_key_t *key,
         snprintf(alg, sizeof(alg), "%s chunk=%zu", collar_alg_name(plan->alg), chunk);
     } else if (plan->alg == COLLAR_ALG_IPC) {
         snprintf(alg, sizeof(alg), "ipc oneshot=%zu", collar_algo_ipc_oneshot(plan));
+    } else if (plan->alg == COLLAR_ALG_HIER) {
+        size_t chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
+        snprintf(alg, sizeof(alg), "hier chunk=%zu", chunk);
     } else {
         snprintf(alg, sizeof(alg), "%s", collar_alg_name(plan->alg));
     }
@@ -534,6 +537,30 @@ static int allreduce_persist_create(const collar_allreduce_args_t *a,
     return rc;
 }
 
+/* collar_agree_min_fn_t: a schedule of one MPI_MIN allreduce, run to its
+ * end in the communicator's turn. */
+static collar_status_t agree_min(collar_comm_t *comm, int value, int *out)
+{
+    collar_sched_t *s = NULL;
+    collar_status_t st = collar_sched_create(comm, dev, &s);
+    int in = value;
+    if (st == COLLAR_OK) {
+        collar_step_t t = { .kind = COLLAR_STEP_IALLREDUCE };
+        t.u.allreduce.sbuf = &in;
+        t.u.allreduce.rbuf = out;
+        t.u.allreduce.count = 1;
+        t.u.allreduce.dt = MPI_INT;
+        t.u.allreduce.op = MPI_MIN;
+        st = collar_sched_add(s, &t, NULL);
+    }
+    if (st == COLLAR_OK) {
+        collar_sched_start(s);
+        st = collar_run_blocking(s);
+    }
+    collar_sched_destroy(s);
+    return st;
+}
+
 /* Host buffers only (pass_all, host_direct) with statistics on: the MPI
  * library's call, timed from t0 and recorded as native on host memory,
  * without selection. */
@@ -634,10 +661,14 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         }
     }
     collar_comm_t *ipc_comm;
-    if (plan.alg == COLLAR_ALG_IPC && collar_comm_get(comm, &ipc_comm) == COLLAR_OK) {
-        /* One node and IPC memory every rank maps (collective: may
-         * register), once the ranks are known to agree on the call. */
+    if ((plan.alg == COLLAR_ALG_IPC || plan.alg == COLLAR_ALG_HIER)
+        && collar_comm_get(comm, &ipc_comm) == COLLAR_OK) {
+        /* One node (ipc) or several (hier), and IPC memory every rank
+         * maps (collective: may register), once the ranks are known to
+         * agree on the call. */
         collar_algo_ipc_eligible(&call, ipc_comm, collar_progress_all, &plan);
+        collar_algo_hier_eligible(&call, ipc_comm, collar_progress_all,
+                                  agree_min, &plan);
     }
     log_choice(comm, &key, &plan);
     if (stat != NULL) {
