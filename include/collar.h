@@ -35,13 +35,24 @@ const char *collar_device_name(void);
 /*
  * Force the allreduce algorithm for the calls that follow in this process,
  * as COLLAR_ALGORITHM and COLLAR_CHUNK_SIZE would: name is "native",
- * "staged", "chunked", "ring" or "auto" (back to the rules); chunk is the chunk size
+ * "staged", "chunked", "ring", "ipc", "hier" or "auto" (back to the
+ * rules); chunk is the chunk size
  * in bytes (0: the rule's or the default).  Every rank must make the same
  * call between the same collectives, or they would choose differently.
  * For tools and benchmarks (collar-tune uses it).  Returns 0, or -1 for an
  * unknown name or when collar is not active (nothing changes then).
  */
 int collar_set_algorithm(const char *name, size_t chunk);
+
+/*
+ * The algorithm that ran the calling thread's last MPI_Allreduce (any
+ * binding) that collar selected an algorithm for, after every fallback:
+ * "native", "staged", "chunked", "ring", "ipc" or "hier"; NULL before the
+ * first.  Every rank of the communicator gets the same answer (fallbacks
+ * are agreed).  For tools: collar-tune checks with it that the candidate
+ * it measures is the one that ran.
+ */
+const char *collar_last_algorithm(void);
 
 #ifdef __cplusplus
 }

@@ -94,6 +94,14 @@ COLLAR_EXPORT int collar_set_algorithm(const char *name, size_t chunk)
     return 0;
 }
 
+/* The algorithm of the thread's last selected allreduce (-1: none yet). */
+static _Thread_local int last_alg = -1;
+
+COLLAR_EXPORT const char *collar_last_algorithm(void)
+{
+    return last_alg < 0 ? NULL : collar_alg_name((collar_alg_t)last_alg);
+}
+
 /* ------------------------------------------------------ start-up, shut-down */
 
 /* Thread levels: what the MPI library gave, what the application is told
@@ -671,6 +679,7 @@ static int allreduce_run(const collar_allreduce_args_t *a,
                                   agree_min, &plan);
     }
     log_choice(comm, &key, &plan);
+    last_alg = (int)plan.alg;
     if (stat != NULL) {
         stat->alg = plan.alg;
         stat->mem = call.mem;

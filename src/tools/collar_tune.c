@@ -46,6 +46,7 @@ tuned_t        *tuned;
 int             ntuned;
 
 static int      (*set_algorithm)(const char *name, size_t chunk);
+static const char *(*last_algorithm)(void);
 static int      (*lib_active)(void);
 static const char *(*lib_device)(void);
 static float   *sbuf, *rbuf;
@@ -239,6 +240,26 @@ static int measure(MPI_Comm comm, size_t bytes, const cand_t *c, double best,
         MPI_Barrier(comm);
         MPI_Allreduce(sbuf, rbuf, count, MPI_FLOAT, MPI_SUM, comm);
     }
+    memset(m, 0, sizeof(*m));
+    m->cand = *c;
+    /* ipc and hier run only on communicators of one node or of several:
+     * a candidate that fell back (alike on every rank) is not measured. */
+    const char *ran = last_algorithm != NULL ? last_algorithm() : NULL;
+    if (c->alg != COLLAR_ALG_AUTO && ran != NULL
+        && strcmp(ran, collar_alg_name(c->alg)) != 0) {
+        static int said[COLLAR_ALG_COUNT];
+        if (world_rank == 0 && !said[c->alg]) {
+            said[c->alg] = 1;
+            progress_clear();
+            fprintf(stderr, PROG ": %s falls back to %s on %d ranks here (it "
+                    "runs on %s): not measured where it falls back\n",
+                    collar_alg_name(c->alg), ran, size,
+                    c->alg == COLLAR_ALG_HIER ? "communicators that span nodes"
+                    : c->alg == COLLAR_ALG_IPC ? "communicators of one node"
+                    : "other calls");
+        }
+        return GO_ON;
+    }
     float first, last;
     result_ends(count, &first, &last);
     if (first != (float)size || last != (float)size) {
@@ -250,8 +271,6 @@ static int measure(MPI_Comm comm, size_t bytes, const cand_t *c, double best,
                 bytes, (double)first, (double)last, size);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    memset(m, 0, sizeof(*m));
-    m->cand = *c;
     while (decision == GO_ON) {
         double t[BATCH];
         for (int i = 0; i < BATCH; i++) {
@@ -495,6 +514,7 @@ static void check_preloaded(void)
                                                          "collar_set_algorithm");
     lib_version = (const char *(*)(void))dlsym(RTLD_DEFAULT, "collar_version");
     lib_active = (int (*)(void))dlsym(RTLD_DEFAULT, "collar_active");
+    last_algorithm = (const char *(*)(void))dlsym(RTLD_DEFAULT, "collar_last_algorithm");
     lib_device = (const char *(*)(void))dlsym(RTLD_DEFAULT, "collar_device_name");
     if (set_algorithm == NULL || lib_active == NULL) {
         fail("collar-tune must run with libcollar preloaded: "
@@ -568,6 +588,12 @@ int main(int argc, char **argv)
         opt.alg_on[COLLAR_ALG_STAGED] = 1;
         opt.alg_on[COLLAR_ALG_CHUNKED] = 1;
         opt.alg_on[COLLAR_ALG_RING] = 1;
+        /* Whichever fits the communicators tuned: ipc on one node, hier
+         * across nodes (the other falls back and is not measured). */
+        opt.alg_on[COLLAR_ALG_IPC] = opt.device;
+        opt.alg_on[COLLAR_ALG_HIER] = opt.device;
+    } else if (!opt.device && (opt.alg_on[COLLAR_ALG_IPC] || opt.alg_on[COLLAR_ALG_HIER])) {
+        bad_usage("--algorithms ipc, hier: device memory only (--memory device)");
     } else if (opt.device && opt.alg_on[COLLAR_ALG_NATIVE] && !cuda_aware) {
         bad_usage("--algorithms native: not eligible on device memory, the MPI "
                   "library does not take device pointers (COLLAR_MPI_CUDA_AWARE)");

@@ -25,8 +25,9 @@
 
 #define MAX_RANKS_VALUES 32
 #define MAX_CHUNKS       16
-#define MAX_CANDS        (2 + 2 * MAX_CHUNKS + 1)  /* native, staged, chunked and ring
-                                                   * per chunk, auto */
+#define MAX_CANDS        (2 + 2 * MAX_CHUNKS + 2 + 1)  /* native, staged,
+                                                   * chunked and ring per chunk,
+                                                   * ipc, hier, auto */
 #define MAX_REPS         400
 #define MAX_POINTS       512                    /* per ranks value */
 #define MAX_COMPARE      64

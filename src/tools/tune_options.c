@@ -57,10 +57,12 @@ static void usage(FILE *out)
         "                        is measured on the first k ranks\n"
         "  --min SIZE            smallest message (default 1K)\n"
         "  --max SIZE            largest message (default 64M)\n"
-        "  --algorithms LIST     candidates among native, staged, chunked, ring\n"
-        "                        (default: every eligible one: on device memory\n"
-        "                        staged, chunked and ring, and native when the MPI\n"
-        "                        library takes device pointers; on host memory all)\n"
+        "  --algorithms LIST     candidates among native, staged, chunked, ring,\n"
+        "                        ipc, hier (default: every eligible one: on device\n"
+        "                        memory staged, chunked, ring, ipc (communicators\n"
+        "                        of one node) and hier (across nodes), and native\n"
+        "                        when the MPI library takes device pointers; on\n"
+        "                        host memory native, staged, chunked, ring)\n"
         "  --chunks LIST         chunk sizes tried for chunked and segment sizes for\n"
         "                        ring (default 256K,1M,4M; only chunks smaller than\n"
         "                        the message)\n"
@@ -147,9 +149,9 @@ static void add_rank(const char *name, const char *item)
 static void add_alg(const char *name, const char *item)
 {
     int alg = collar_alg_from_name(item, strlen(item));
-    if (alg != COLLAR_ALG_NATIVE && alg != COLLAR_ALG_STAGED
-        && alg != COLLAR_ALG_CHUNKED && alg != COLLAR_ALG_RING) {
-        bad_usage("%s expects native, staged, chunked or ring, not '%s'", name, item);
+    if (alg < 0) {
+        bad_usage("%s expects native, staged, chunked, ring, ipc or hier, not "
+                  "'%s'", name, item);
     }
     opt.alg_on[alg] = 1;
 }
