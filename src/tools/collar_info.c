@@ -7,7 +7,7 @@
  * not initialise MPI.
  */
 #include "config.h"
-#include "../core/core.h"
+#include "../algo/algo.h"
 #include "../mem/mem.h"
 
 #include <limits.h>
@@ -173,6 +173,35 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
                "that takes device pointers;\n"
                "                   otherwise collar falls back to staged "
                "(COLLAR_MPI_CUDA_AWARE)\n");
+    }
+    if (plan.alg == COLLAR_ALG_IPC) {
+        const size_t oneshot = plan.oneshot ? plan.oneshot : COLLAR_IPC_ONESHOT_DEFAULT;
+        collar_format_bytes(oneshot, size, sizeof(size));
+        printf("  mode           : %s (one-shot below %s)\n",
+               bytes < oneshot || ranks == 1 ? "one-shot: every rank reduces every "
+               "peer's whole message" : "two-shot: a slice each, then gathered",
+               size);
+    }
+    if (plan.alg == COLLAR_ALG_HIER) {
+        size_t chunk = plan.chunk ? plan.chunk : ((size_t)1 << 20);
+        collar_format_bytes(chunk, size, sizeof(size));
+        printf("  mode           : slices reduced in each node through IPC "
+               "memory, allreduced across\n"
+               "                   nodes in pieces of %s, gathered through IPC "
+               "memory\n", size);
+    }
+    if (plan.alg == COLLAR_ALG_IPC || plan.alg == COLLAR_ALG_HIER) {
+        printf("  note           : %s needs device buffers, a predefined op and "
+               "datatype without gaps,\n"
+               "                   %s,\n"
+               "                   and every rank able to map the device memory "
+               "of its node (CUDA IPC);\n"
+               "                   otherwise every rank %s (said at info level, "
+               "counted in statistics)\n",
+               collar_alg_name(plan.alg),
+               plan.alg == COLLAR_ALG_IPC ? "all ranks on one node"
+               : "ranks on more than one node (on one node it runs ipc)",
+               "falls back to chunked");
     }
     if (plan.alg == COLLAR_ALG_CHUNKED) {
         printf("  note           : a datatype whose elements interleave falls "
