@@ -375,9 +375,12 @@ static void comm_find_node(collar_comm_t *c)
         mine = c->node_size == c->size;
     }
     /* {whole communicator on this node, ranks on this node}: MPI_MIN of
-     * both.  A rank without a node says 0 ranks, so that nobody builds the
-     * communicators of `hier`. */
-    int in[2] = { mine, c->node_comm != MPI_COMM_NULL ? c->node_size : 0 };
+     * both.  A rank without a node, or without a device (COLLAR_DEVICE=none:
+     * no IPC), says 0 ranks, so that nobody builds the communicators of
+     * `hier`. */
+    int in[2] = { mine, c->node_comm != MPI_COMM_NULL
+                        && collar_cfg.device != COLLAR_DEVICE_NONE
+                        ? c->node_size : 0 };
     int all[2] = { 0, 0 };
     if (PMPI_Allreduce(in, all, 2, MPI_INT, MPI_MIN, c->private_comm)
         != MPI_SUCCESS) {
