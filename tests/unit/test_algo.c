@@ -14,6 +14,7 @@
  */
 #include "config.h"
 #include "algo/algo.h"
+#include "algo/ipc_int.h"
 #include "mem/mem.h"
 #include "unit.h"
 
@@ -443,6 +444,126 @@ static void test_ipc_eligible(void)
     }
 }
 
+/*
+ * hier's schedule for every node shape of up to 4 ranks a node: node rank r
+ * of a node of n ranks, m ranks on the smallest node.  The owners (r < m)
+ * reduce their slice and allreduce it on the cross communicator in pieces
+ * of the chunk, whole elements, the pieces adding up to the slice; the
+ * others issue no cross allreduce; the three signals run on the node; the
+ * gathers copy the whole message; nothing handed to PMPI is device memory.
+ */
+static void test_hier_build(void)
+{
+    enum { COUNT = 1031, ESIZE = 4 };
+    static char peers[4][2 * IPC_MIN_CAP];
+    char *peer[4] = { peers[0], peers[1], peers[2], peers[3] };
+    int *sbuf = calloc(COUNT, ESIZE), *rbuf = calloc(COUNT, ESIZE);
+    const size_t chunks[] = { 0, 64, 1 };
+    for (int n = 1; n <= 4; n++) {
+        for (int m = 1; m <= n; m++) {
+            for (int r = 0; r < n; r++) {
+                for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+                    ipc_region_t *g = calloc(1, sizeof(*g));
+                    g->refs = 1;
+                    g->dev = dev;
+                    g->n = n;
+                    g->rank = r;
+                    g->cap = IPC_MIN_CAP;
+                    g->own = peer[r];
+                    g->peer = peer;
+                    ipc_state_t st = { .region = g };
+                    collar_comm_t comm = {
+                        .private_comm = MPI_COMM_NULL, .refs = 1, .size = 2 * n,
+                        .rank = r, .node_rank = r, .node_size = n, .node_min = m,
+                        .node_sched = MPI_COMM_WORLD, .cross_comm = MPI_COMM_WORLD,
+                        .ipc = &st, .tag_ub = 32767,
+                    };
+                    collar_call_t call = dense_call(COUNT, ESIZE, COLLAR_DT_INT32,
+                                                    MPI_INT, (char *)sbuf,
+                                                    (char *)rbuf);
+                    collar_status_t bst;
+                    collar_sched_t *s = build(&comm, collar_algo_hier_build, &call,
+                                              chunks[c], &bst);
+                    UNIT_CHECK(bst == COLLAR_OK, "n %d m %d r %d: build %d", n, m,
+                               r, bst);
+                    UNIT_CHECK(g->refs == 2, "the schedule holds the region");
+                    MPI_Count first, cnt;
+                    collar_block_range(COUNT, m, r, &first, &cnt);
+                    const size_t chunk = chunks[c] ? chunks[c] : COLLAR_DEFAULT_CHUNK;
+                    const long long per = chunk / ESIZE ? (long long)(chunk / ESIZE) : 1;
+                    long long cross = 0, cross_elems = 0, gathered = 0;
+                    int node = 0, priv = 0, agree = 0, c2 = -1;
+                    for (int i = 0; i < s->nsteps; i++) {
+                        const collar_step_t *t = &s->steps[i];
+                        if (t->kind == COLLAR_STEP_IALLREDUCE) {
+                            if (t->u.allreduce.on == COLLAR_STEP_ON_CROSS) {
+                                cross++;
+                                cross_elems += t->u.allreduce.count;
+                                UNIT_CHECK(t->u.allreduce.count <= per
+                                           && t->u.allreduce.sbuf == MPI_IN_PLACE,
+                                           "a piece of at most %lld elements, in "
+                                           "place", per);
+                            } else if (t->u.allreduce.on == COLLAR_STEP_ON_NODE) {
+                                if (++node == 3) {
+                                    c2 = i;
+                                }
+                            } else {
+                                priv++;
+                            }
+                        } else if (t->kind == COLLAR_STEP_AGREE) {
+                            agree++;
+                        } else if (t->kind == COLLAR_STEP_COPY
+                                   && (char *)t->u.copy.dst >= (char *)rbuf
+                                   && (char *)t->u.copy.dst < (char *)(rbuf + COUNT)) {
+                            gathered += (long long)t->u.copy.bytes;
+                            /* a slice is read once every owner says it
+                             * is final */
+                            UNIT_CHECK(c2 >= 0 && t->ndeps >= 1 && t->deps[0] == c2,
+                                       "n %d m %d r %d: a gather before the last "
+                                       "signal", n, m, r);
+                        }
+                    }
+                    const long long want_cross = r < m ? (cnt + per - 1) / per : 0;
+                    UNIT_CHECK(cross == want_cross && cross_elems == (r < m ? cnt : 0),
+                               "n %d m %d r %d chunk %zu: %lld cross allreduces of "
+                               "%lld elements, expected %lld of %lld", n, m, r,
+                               chunk, cross, cross_elems, want_cross,
+                               (long long)(r < m ? cnt : 0));
+                    UNIT_CHECK(node == 3 && priv == 0 && agree == 1,
+                               "n %d m %d r %d: %d node signals, %d private, %d "
+                               "agreements", n, m, r, node, priv, agree);
+                    UNIT_CHECK(gathered == (long long)call.bytes,
+                               "n %d m %d r %d: %lld bytes gathered", n, m, r,
+                               gathered);
+                    UNIT_CHECK(collar_sched_check_pmpi(s) == COLLAR_OK,
+                               "n %d m %d r %d: device memory handed to PMPI", n,
+                               m, r);
+                    collar_sched_destroy(s);
+                    UNIT_CHECK(g->refs == 1, "the schedule gave the region back");
+                    free(g);
+                }
+            }
+        }
+    }
+    /* Without the communicators of hier the builder refuses. */
+    collar_comm_t none = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = 4,
+                           .node_sched = MPI_COMM_NULL, .cross_comm = MPI_COMM_NULL };
+    collar_call_t call = dense_call(COUNT, ESIZE, COLLAR_DT_INT32, MPI_INT,
+                                    (char *)sbuf, (char *)rbuf);
+    collar_status_t bst;
+    collar_sched_t *s = build(&none, collar_algo_hier_build, &call, 0, &bst);
+    UNIT_CHECK(bst == COLLAR_ERR_INVALID, "no hier communicators: %d", bst);
+    collar_sched_destroy(s);
+    /* Eligibility without the communicators: chunked, and why. */
+    collar_plan_t plan = { .alg = COLLAR_ALG_HIER };
+    collar_algo_hier_eligible(&call, &none, NULL, NULL, &plan);
+    UNIT_CHECK(plan.alg == COLLAR_ALG_CHUNKED && plan.fallback != NULL
+               && strstr(plan.fallback, "grouped by node") != NULL,
+               "hier without node communicators: %s", collar_alg_name(plan.alg));
+    free(sbuf);
+    free(rbuf);
+}
+
 int main(int argc, char **argv)
 {
     collar_config_load();
@@ -466,6 +587,9 @@ int main(int argc, char **argv)
     }
     if (want(argc, argv, "test_ipc_eligible")) {
         test_ipc_eligible();
+    }
+    if (want(argc, argv, "test_hier_build")) {
+        test_hier_build();
     }
     if (want(argc, argv, "test_canary")) {
         test_canary();
