@@ -21,6 +21,8 @@
  *         d2h   copy peer[r].out[r] piece -> host staging
  *         ar    MPI_Iallreduce in place on the host piece, cross_comm
  *         h2d   copy it back into peer[r].out[r]
+ *       (over an MPI library that takes device pointers: only ar, in
+ *       place on the device slice)
  *   C2  allreduce(1 int) on the node    "every slice is final"
  *   ag  copy peer[p].out[p] -> recv[p] for every p < m
  *   AG  status agreement on the whole communicator, after every step
@@ -87,28 +89,37 @@ static collar_status_t add_across(const collar_call_t *call,
                                   int dep, int *last)
 {
     const size_t esize = (size_t)call->type_size;
-    char *host;
-    COLLAR_CHECK(collar_sched_staging(s, (size_t)count * esize, (void **)&host));
+    const int direct = plan->mpi_cuda_aware;
+    char *host = slice;
+    if (direct) {
+        /* The MPI library takes device pointers: it allreduces the slice
+         * where it is, after the reduction that wrote it. */
+        s->pmpi_device_ok = 1;
+    } else {
+        COLLAR_CHECK(collar_sched_staging(s, (size_t)count * esize, (void **)&host));
+    }
 
     const size_t chunk = plan->chunk != 0 ? plan->chunk : COLLAR_DEFAULT_CHUNK;
     MPI_Count per = (MPI_Count)(chunk / esize);
     if (per < 1) {
         per = 1;
     }
-    if (per > COLLAR_PIECE_MAX) {
-        per = COLLAR_PIECE_MAX;
+    if (per > COLLAR_PIECE_MAX || direct) {
+        per = COLLAR_PIECE_MAX;   /* direct: the library pipelines itself */
     }
     const int nstreams = s->dev->nstreams();
     int back = -1;
     for (MPI_Count e0 = 0, k = 0; e0 < count; e0 += per, k++) {
         const MPI_Count n = count - e0 < per ? count - e0 : per;
         const size_t off = (size_t)e0 * esize, bytes = (size_t)n * esize;
-        int d2h, ar;
+        int d2h = dep, ar;
         /* Pieces go out on the streams in turn; the copies back queue on
          * the slice's stream, each after the one before. */
-        COLLAR_CHECK(collar_ipc_add_copy(s, host + off, slice + off, bytes,
-                                         (stream + (int)(k % nstreams)) % nstreams,
-                                         dep, &d2h));
+        if (!direct) {
+            COLLAR_CHECK(collar_ipc_add_copy(s, host + off, slice + off, bytes,
+                                             (stream + (int)(k % nstreams)) % nstreams,
+                                             dep, &d2h));
+        }
         collar_step_t t = { .kind = COLLAR_STEP_IALLREDUCE };
         t.u.allreduce.sbuf = MPI_IN_PLACE;
         t.u.allreduce.rbuf = host + off;
@@ -116,9 +127,16 @@ static collar_status_t add_across(const collar_call_t *call,
         t.u.allreduce.dt = call->dtype;
         t.u.allreduce.op = call->op;
         t.u.allreduce.on = COLLAR_STEP_ON_CROSS;
-        t.deps[0] = d2h;
-        t.ndeps = 1;
+        t.deps[t.ndeps++] = d2h;
+        if (direct && back >= 0) {
+            t.deps[t.ndeps++] = back;   /* one after the other: C2 waits
+                                         * for the last, so for all */
+        }
         COLLAR_CHECK(collar_sched_add(s, &t, &ar));
+        if (direct) {
+            back = ar;
+            continue;
+        }
         collar_step_t c = { .kind = COLLAR_STEP_COPY };
         c.u.copy.dst = slice + off;
         c.u.copy.src = host + off;

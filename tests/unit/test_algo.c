@@ -545,6 +545,46 @@ static void test_hier_build(void)
             }
         }
     }
+    /* Over an MPI library that takes device pointers: one allreduce of the
+     * slice in IPC memory, no staging copies. */
+    {
+        ipc_region_t g = { .refs = 1, .dev = dev, .n = 2, .rank = 1,
+                           .cap = IPC_MIN_CAP, .own = peer[1], .peer = peer };
+        ipc_state_t st = { .region = &g };
+        collar_comm_t comm = {
+            .private_comm = MPI_COMM_NULL, .refs = 1, .size = 4, .rank = 1,
+            .node_rank = 1, .node_size = 2, .node_min = 2,
+            .node_sched = MPI_COMM_WORLD, .cross_comm = MPI_COMM_WORLD,
+            .ipc = &st, .tag_ub = 32767,
+        };
+        collar_call_t call = dense_call(COUNT, ESIZE, COLLAR_DT_INT32, MPI_INT,
+                                        (char *)sbuf, (char *)rbuf);
+        collar_plan_t plan = { .chunk = 64, .mpi_cuda_aware = 1,
+                               .device_pointers_ok = 1 };
+        collar_sched_t *s = NULL;
+        UNIT_CHECK(collar_sched_create(&comm, dev, &s) == COLLAR_OK, "create");
+        UNIT_CHECK(collar_algo_hier_build(&call, &plan, s) == COLLAR_OK, "build");
+        MPI_Count first, cnt;
+        collar_block_range(COUNT, 2, 1, &first, &cnt);
+        int cross = 0, copies = 0;
+        for (int i = 0; i < s->nsteps; i++) {
+            const collar_step_t *t = &s->steps[i];
+            if (t->kind == COLLAR_STEP_IALLREDUCE
+                && t->u.allreduce.on == COLLAR_STEP_ON_CROSS) {
+                cross++;
+                UNIT_CHECK(t->u.allreduce.rbuf == peer[1] + IPC_MIN_CAP
+                                                   + first * ESIZE
+                           && t->u.allreduce.count == cnt,
+                           "the device slice itself, whole");
+            } else if (t->kind == COLLAR_STEP_COPY) {
+                copies++;
+            }
+        }
+        /* copy in, the slice's first copy, two gathers */
+        UNIT_CHECK(cross == 1 && copies == 4 && s->pmpi_device_ok,
+                   "direct: %d cross allreduces, %d copies", cross, copies);
+        collar_sched_destroy(s);
+    }
     /* Without the communicators of hier the builder refuses. */
     collar_comm_t none = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = 4,
                            .node_sched = MPI_COMM_NULL, .cross_comm = MPI_COMM_NULL };
