@@ -133,13 +133,20 @@ if [ -z "$client_array" ]; then
 elif [ -z "$whl" ] && ! python3 -c 'import mpi4py' 2>/dev/null; then
     echo "  mpi4py client: SKIP (no .gpu/mpi4py-*.whl: run tests/gpu/prepare.sh)"
 else
+    client=yes
     if [ -n "$whl" ]; then
-        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-            --upgrade --target "$work/site" "$whl" >"$work/pip.log" 2>&1 \
-            || { cat "$work/pip.log"; die "pip install $whl"; }
-        export PYTHONPATH=$work/site${PYTHONPATH:+:$PYTHONPATH}
+        if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+                --upgrade --target "$work/site" "$whl" >"$work/pip.log" 2>&1; then
+            export PYTHONPATH=$work/site${PYTHONPATH:+:$PYTHONPATH}
+        elif python3 -c 'import mpi4py' 2>/dev/null; then
+            echo "  mpi4py client: $whl does not install here ($(tail -1 "$work/pip.log")); python3's own mpi4py instead"
+        else
+            echo "  mpi4py client: SKIP ($whl does not install here: $(tail -1 "$work/pip.log"))"
+            client=no
+        fi
     fi
     for alg in auto ipc; do
+        [ "$client" = yes ] || break
         log=$work/client-$alg.log
         if COLLAR_DEVICE="$dev" COLLAR_ALGORITHM="$alg" COLLAR_STATS=1 \
                 COLLAR_STATS_FORMAT=json COLLAR_STATS_FILE="$work/client-$alg.json" \
