@@ -22,7 +22,7 @@
 #           build-fuzz/; a crash fails CI and stays in build-fuzz/
 #
 # Each stage prints a header and its time; a summary comes last.  Expected
-# time on 2 cores: deps 0-1 min, asan ~6 min, mpich ~4 min, matrix ~6
+# time on 2 cores: deps 0-1 min, asan ~13 min, mpich ~9 min, matrix ~5.5
 # min (the wheels' first download and install included; 2 min with them
 # cached), fuzz ~1.5 min.
 # CI_EXTRA_STAGES="asan fuzz" runs some stages only (deps always runs).
