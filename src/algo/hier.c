@@ -52,8 +52,6 @@
 #include "config.h"
 #include "ipc_int.h"
 
-#include <stdlib.h>
-
 void collar_algo_hier_eligible(const collar_call_t *call, collar_comm_t *comm,
                                collar_check_progress_fn_t progress,
                                collar_agree_min_fn_t agree,
@@ -62,15 +60,15 @@ void collar_algo_hier_eligible(const collar_call_t *call, collar_comm_t *comm,
     if (plan->alg != COLLAR_ALG_HIER) {
         return;
     }
-    /* Every rank knows these (agreed when the state was made). */
-    if (comm->one_node && comm->node_comm != MPI_COMM_NULL) {
+    /* Every rank knows these (agreed when the state was made; one_node and
+     * node_sched each imply a node communicator). */
+    if (comm->one_node) {
         plan->alg = COLLAR_ALG_IPC;
         plan->fallback = "hier -> ipc: the communicator is one node";
         collar_algo_ipc_eligible(call, comm, progress, plan);
         return;
     }
-    if (comm->node_min <= 0 || comm->node_sched == MPI_COMM_NULL
-        || comm->node_comm == MPI_COMM_NULL) {
+    if (comm->node_min <= 0 || comm->node_sched == MPI_COMM_NULL) {
         plan->alg = COLLAR_ALG_CHUNKED;
         plan->fallback = "hier -> chunked: the ranks cannot be grouped by node";
         return;
@@ -166,28 +164,19 @@ collar_status_t collar_algo_hier_build(const collar_call_t *call,
     }
     const ipc_region_t *g = op->region;
     const int m = comm->node_min;
-    const int nstreams = s->dev->nstreams();
-    const int stream = (int)(s->seq % (uint64_t)nstreams);
-    const size_t in = 0, out = g->cap, esize = (size_t)call->type_size;
-    char *recv = call->rbuf;
-    const void *send = call->in_place ? call->rbuf : call->sbuf;
+    const int stream = (int)(s->seq % (uint64_t)s->dev->nstreams());
+    const size_t in = 0, out = g->cap;
 
-    int order, c0, copied, c1, c2;
-    collar_step_t t = { .kind = COLLAR_STEP_ORDER };
-    COLLAR_CHECK(collar_sched_add(s, &t, &order));
-    COLLAR_CHECK(collar_ipc_add_signal(s, op, 0, COLLAR_STEP_ON_NODE, order, &c0));
-    COLLAR_CHECK(collar_ipc_add_copy(s, g->own + in, send, call->bytes, stream,
-                                     c0, &copied));
-    COLLAR_CHECK(collar_ipc_add_signal(s, op, 1, COLLAR_STEP_ON_NODE, copied, &c1));
-
-    MPI_Count first, cnt;
+    int c1, c2;
+    COLLAR_CHECK(collar_ipc_add_intake(s, op, call, COLLAR_STEP_ON_NODE, stream, &c1));
     int done = c1;
     if (g->rank < m) {
+        MPI_Count first, cnt;
         collar_block_range(call->count, m, g->rank, &first, &cnt);
         if (cnt > 0) {
             /* Every rank with this node rank has the same slice: all of
              * cross_comm issue its allreduces, or none. */
-            const size_t off = (size_t)first * esize;
+            const size_t off = (size_t)first * (size_t)call->type_size;
             char *slice = g->own + out + off;
             int reduced;
             COLLAR_CHECK(collar_ipc_add_reduce_all(s, call, g, in, slice, off,
@@ -198,15 +187,6 @@ collar_status_t collar_algo_hier_build(const collar_call_t *call,
         }
     }
     COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_NODE, done, &c2));
-    for (int p = 0; p < m; p++) {
-        collar_block_range(call->count, m, p, &first, &cnt);
-        if (cnt > 0) {
-            const size_t off = (size_t)first * esize;
-            int last;
-            COLLAR_CHECK(collar_ipc_add_copy(s, recv + off, g->peer[p] + out + off,
-                                             (size_t)cnt * esize,
-                                             (stream + p) % nstreams, c2, &last));
-        }
-    }
+    COLLAR_CHECK(collar_ipc_add_gather(s, call, g, m, stream, c2));
     return collar_sched_add_agree(s, 1);
 }

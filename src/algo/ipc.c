@@ -246,6 +246,29 @@ static int ipc_register(collar_comm_t *comm, const collar_device_t *dev,
     return IPC_OK;
 }
 
+/* ipc_register, then (agree != NULL) the outcome made one over the whole
+ * communicator.  *out keeps the region whatever the agreement says: the
+ * caller drops it when the answer is not IPC_OK. */
+static int ipc_register_agreed(collar_comm_t *comm, const collar_device_t *dev,
+                               size_t cap, collar_check_progress_fn_t progress,
+                               collar_agree_min_fn_t agree, collar_alg_t alg,
+                               ipc_region_t **out)
+{
+    const int code = ipc_register(comm, dev, cap, progress, out);
+    if (agree == NULL) {
+        return code;
+    }
+    int all = IPC_NO_MAP;
+    if (agree(comm, code, &all) != COLLAR_OK) {
+        all = IPC_NO_MAP;
+    }
+    if (all != IPC_OK && code == IPC_OK) {
+        collar_info(COLL, "%s: another node could not set up its IPC memory",
+                    collar_alg_name(alg));
+    }
+    return all;
+}
+
 void collar_ipc_prepare(const collar_call_t *call, collar_comm_t *comm,
                         collar_check_progress_fn_t progress,
                         collar_agree_min_fn_t agree, collar_plan_t *plan)
@@ -258,10 +281,8 @@ void collar_ipc_prepare(const collar_call_t *call, collar_comm_t *comm,
             /* Nowhere to keep a region: still take part in the other
              * ranks' registration (and agreement), then give it up. */
             ipc_region_t *g = NULL;
-            int code = ipc_register(comm, call->dev, IPC_MIN_CAP, progress, &g);
-            if (agree != NULL) {
-                (void)agree(comm, code, &code);
-            }
+            (void)ipc_register_agreed(comm, call->dev, IPC_MIN_CAP, progress,
+                                      agree, alg, &g);
             collar_ipc_region_unref(g);
             plan->alg = COLLAR_ALG_CHUNKED;
             plan->fallback = collar_ipc_fallback_why(alg, IPC_NO_MEMORY);
@@ -282,18 +303,8 @@ void collar_ipc_prepare(const collar_call_t *call, collar_comm_t *comm,
             cap = IPC_MIN_CAP;
         }
         ipc_region_t *g = NULL;
-        int code = ipc_register(comm, call->dev, cap, progress, &g);
-        if (agree != NULL) {
-            int all = IPC_NO_MAP;
-            if (agree(comm, code, &all) != COLLAR_OK) {
-                all = IPC_NO_MAP;
-            }
-            if (all != IPC_OK && code == IPC_OK) {
-                collar_info(COLL, "%s: another node could not set up its IPC "
-                            "memory", collar_alg_name(alg));
-            }
-            code = all;
-        }
+        const int code = ipc_register_agreed(comm, call->dev, cap, progress,
+                                             agree, alg, &g);
         if (code == IPC_OK) {
             collar_ipc_region_unref(st->region);  /* schedules keep theirs */
             st->region = g;
@@ -418,6 +429,41 @@ size_t collar_algo_ipc_oneshot(const collar_plan_t *plan)
     return plan->oneshot != 0 ? plan->oneshot : COLLAR_IPC_ONESHOT_DEFAULT;
 }
 
+collar_status_t collar_ipc_add_intake(collar_sched_t *s, ipc_op_t *op,
+                                      const collar_call_t *call, int on,
+                                      int stream, int *c1)
+{
+    const void *send = call->in_place ? call->rbuf : call->sbuf;
+    int order, c0, copied;
+    collar_step_t t = { .kind = COLLAR_STEP_ORDER };
+    COLLAR_CHECK(collar_sched_add(s, &t, &order));
+    COLLAR_CHECK(collar_ipc_add_signal(s, op, 0, on, order, &c0));
+    COLLAR_CHECK(collar_ipc_add_copy(s, op->region->own, send, call->bytes, stream,
+                                     c0, &copied));
+    return collar_ipc_add_signal(s, op, 1, on, copied, c1);
+}
+
+collar_status_t collar_ipc_add_gather(collar_sched_t *s, const collar_call_t *call,
+                                      const ipc_region_t *g, int nslices,
+                                      int stream, int dep)
+{
+    const int nstreams = s->dev->nstreams();
+    const size_t esize = (size_t)call->type_size;
+    char *recv = call->rbuf;
+    for (int p = 0; p < nslices; p++) {
+        MPI_Count first, cnt;
+        collar_block_range(call->count, nslices, p, &first, &cnt);
+        if (cnt > 0) {
+            const size_t off = (size_t)first * esize;
+            int last;
+            COLLAR_CHECK(collar_ipc_add_copy(s, recv + off, g->peer[p] + g->cap + off,
+                                             (size_t)cnt * esize,
+                                             (stream + p) % nstreams, dep, &last));
+        }
+    }
+    return COLLAR_OK;
+}
+
 collar_status_t collar_algo_ipc_build(const collar_call_t *call,
                                       const collar_plan_t *plan,
                                       collar_sched_t *s)
@@ -428,24 +474,16 @@ collar_status_t collar_algo_ipc_build(const collar_call_t *call,
         return COLLAR_ERR_INVALID;
     }
     const ipc_region_t *g = op->region;
-
-    const int nstreams = s->dev->nstreams();
-    const int stream = (int)(s->seq % (uint64_t)nstreams);
+    const int stream = (int)(s->seq % (uint64_t)s->dev->nstreams());
     const size_t in = 0, out = g->cap;
-    char *recv = call->rbuf;
-    const void *send = call->in_place ? call->rbuf : call->sbuf;
-    const size_t esize = (size_t)call->type_size;
 
-    int order, c0, copied, c1, last;
-    collar_step_t t = { .kind = COLLAR_STEP_ORDER };
-    COLLAR_CHECK(collar_sched_add(s, &t, &order));
-    COLLAR_CHECK(collar_ipc_add_signal(s, op, 0, COLLAR_STEP_ON_PRIVATE, order, &c0));
-    COLLAR_CHECK(collar_ipc_add_copy(s, g->own + in, send, call->bytes, stream, c0, &copied));
-    COLLAR_CHECK(collar_ipc_add_signal(s, op, 1, COLLAR_STEP_ON_PRIVATE, copied, &c1));
-
+    int c1, last;
+    COLLAR_CHECK(collar_ipc_add_intake(s, op, call, COLLAR_STEP_ON_PRIVATE, stream,
+                                       &c1));
     if (call->bytes < collar_algo_ipc_oneshot(plan) || g->n == 1) {
-        COLLAR_CHECK(collar_ipc_add_reduce_all(s, call, g, in, recv, 0, (size_t)call->count,
-                                    stream, c1, &last));
+        COLLAR_CHECK(collar_ipc_add_reduce_all(s, call, g, in, call->rbuf, 0,
+                                               (size_t)call->count, stream, c1,
+                                               &last));
         return collar_sched_add_agree(s, 1);
     }
 
@@ -454,21 +492,14 @@ collar_status_t collar_algo_ipc_build(const collar_call_t *call,
     collar_block_range(call->count, g->n, g->rank, &first, &cnt);
     int reduced = c1;
     if (cnt > 0) {
-        const size_t off = (size_t)first * esize;
-        COLLAR_CHECK(collar_ipc_add_reduce_all(s, call, g, in, g->own + out + off, off,
-                                    (size_t)cnt, stream, c1, &reduced));
+        const size_t off = (size_t)first * (size_t)call->type_size;
+        COLLAR_CHECK(collar_ipc_add_reduce_all(s, call, g, in, g->own + out + off,
+                                               off, (size_t)cnt, stream, c1,
+                                               &reduced));
     }
     int c2;
     COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE, reduced, &c2));
-    for (int p = 0; p < g->n; p++) {
-        collar_block_range(call->count, g->n, p, &first, &cnt);
-        if (cnt > 0) {
-            const size_t off = (size_t)first * esize;
-            COLLAR_CHECK(collar_ipc_add_copy(s, recv + off, g->peer[p] + out + off,
-                                  (size_t)cnt * esize, (stream + p) % nstreams,
-                                  c2, &last));
-        }
-    }
+    COLLAR_CHECK(collar_ipc_add_gather(s, call, g, g->n, stream, c2));
     return collar_sched_add_agree(s, 1);
 }
 

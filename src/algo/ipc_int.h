@@ -68,6 +68,18 @@ collar_status_t collar_ipc_add_copy(collar_sched_t *s, void *dst, const void *sr
                                     size_t bytes, int stream, int dep, int *index);
 collar_status_t collar_ipc_add_signal(collar_sched_t *s, ipc_op_t *op, int k,
                                       int on, int dep, int *index);
+/* The start every call shares: ORDER, signal 0 ("the last call's readers
+ * are done"), the copy of the input into the own region's `in`, signal 1
+ * ("every input is in place"), the signals on communicator `on`.  *c1:
+ * signal 1. */
+collar_status_t collar_ipc_add_intake(collar_sched_t *s, ipc_op_t *op,
+                                      const collar_call_t *call, int on,
+                                      int stream, int *c1);
+/* The end of two-shot: slice p of nslices (collar_block_range) copied from
+ * node rank p's `out` into the receive buffer, for every p, after `dep`. */
+collar_status_t collar_ipc_add_gather(collar_sched_t *s, const collar_call_t *call,
+                                      const ipc_region_t *g, int nslices,
+                                      int stream, int dep);
 collar_status_t collar_ipc_add_reduce_all(collar_sched_t *s,
                                           const collar_call_t *call,
                                           const ipc_region_t *g, size_t area,

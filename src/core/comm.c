@@ -435,8 +435,7 @@ collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state)
     }
     rc = PMPI_Comm_set_attr(comm, comm_keyval, c);
     if (rc != MPI_SUCCESS) {
-        c->refs = 1;
-        collar_comm_unref(c);
+        collar_comm_unref(c);   /* the only reference: frees everything */
         return COLLAR_ERR_MPI;
     }
     collar_debug(COLL, "new private communicator: %d ranks, this is rank %d",

@@ -196,12 +196,11 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
                "                   %s,\n"
                "                   and every rank able to map the device memory "
                "of its node (CUDA IPC);\n"
-               "                   otherwise every rank %s (said at info level, "
-               "counted in statistics)\n",
+               "                   otherwise every rank falls back to chunked "
+               "(said at info level, counted in statistics)\n",
                collar_alg_name(plan.alg),
                plan.alg == COLLAR_ALG_IPC ? "all ranks on one node"
-               : "ranks on more than one node (on one node it runs ipc)",
-               "falls back to chunked");
+               : "ranks on more than one node (on one node it runs ipc)");
     }
     if (plan.alg == COLLAR_ALG_CHUNKED) {
         printf("  note           : a datatype whose elements interleave falls "
