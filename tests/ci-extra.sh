@@ -18,7 +18,7 @@
 #           mpi4py) pair; a wheel that cannot be installed is a SKIP in the
 #           table, one that installs and fails a FAIL (docs/mpi-libraries.md)
 #   fuzz    the tuning-table fuzzer (tests/fuzz/fuzz_table.c) for
-#           FUZZ_SECONDS (60) on a scratch copy of the committed corpus, in
+#           FUZZ_SECONDS (30) on a scratch copy of the committed corpus, in
 #           build-fuzz/; a crash fails CI and stays in build-fuzz/
 #
 # Each stage prints a header and its time; a summary comes last.  Expected
@@ -66,6 +66,7 @@ check_in() {
         tail -300 "$1/tests/test-suite.log" 2>/dev/null || true
         return 1
     }
+    sh tests/slowest-tests.sh "$1" 8
 }
 
 # The suites run again under ASan and MPICH, less what they would add
@@ -77,11 +78,15 @@ check_in() {
 skip_again="horovod mpi4py tune allreduce_large chunked_large huge"
 # The MPICH stage also leaves out the longest runs of the algorithms' own
 # arithmetic (chunk and segment boundaries, every type and op, stress
-# loops), which do not depend on the library: the README suite and the ASan
+# loops, ipc's protocol within a node, whose only MPI calls hier makes
+# too), which do not depend on the library: the README suite and the ASan
 # stage run them.  What MPICH answers differently (bindings, persistent and
-# large-count forms, progress, errors, one-rank failures, Fortran, ABI)
-# stays.
-skip_mpich="$skip_again chunked ring stress allreduce_staged_nonblocking"
+# large-count forms, progress, errors, one-rank failures, Fortran, ABI,
+# node and cross-node communicators) stays.
+skip_mpich="$skip_again chunked ring ipc stress allreduce_staged_nonblocking"
+# Both stages also run with TEST_QUICK=1 (tests/run-test.sh): the tests
+# that repeat their matrix over many rank counts or node shapes keep every
+# code path with fewer repeats.
 
 # ------------------------------------------------------------------ deps
 stage_begin deps
@@ -143,7 +148,7 @@ if wanted asan; then
         || { tail -40 build-asan/config.log; false; }
     sed -n '/^collar .* configured/,$p' build-asan/configure.out
     make -C build-asan -j"$jobs" >build-asan/make.out 2>&1 || { tail -60 build-asan/make.out; false; }
-    TEST_SKIP="$skip_again" check_in build-asan
+    TEST_QUICK=1 TEST_SKIP="$skip_again" check_in build-asan
     # A report that did not fail its test (there should be none) still fails CI.
     if grep -l "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" \
             build-asan/tests/*.log build-asan/tests/*/*.log 2>/dev/null | grep -v test-suite.log; then
@@ -164,7 +169,7 @@ if wanted mpich; then
     grep -q "^MPIRUN = .*mpich" build-mpich/tests/Makefile \
         || { echo "ci-extra: FAIL: build-mpich does not launch with MPICH's mpirun"; false; }
     make -C build-mpich -j"$jobs" >build-mpich/make.out 2>&1 || { tail -60 build-mpich/make.out; false; }
-    TEST_SKIP="$skip_mpich" check_in build-mpich
+    TEST_QUICK=1 TEST_SKIP="$skip_mpich" check_in build-mpich
     stage_end
 fi
 
@@ -179,7 +184,7 @@ fi
 
 # ------------------------------------------------------------------ fuzz
 if wanted fuzz; then
-    fuzz_s=${FUZZ_SECONDS:-60}
+    fuzz_s=${FUZZ_SECONDS:-30}
     stage_begin "fuzz (tuning-table parser, ${fuzz_s} s, build-fuzz/)"
     rm -rf build-fuzz
     mkdir build-fuzz

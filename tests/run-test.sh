@@ -10,8 +10,15 @@
 #       the output of the last mpi_run must contain PATTERN (grep -E).
 #   skip "why"
 #       exit 77: the test is skipped (automake reports SKIP).
+#   pick FULL QUICK
+#       prints FULL, or QUICK when TEST_QUICK=1: a test's list of rank counts
+#       or shapes, shortened where a suite runs again (below).
 #
 # TEST_SKIP (optional): names of tests to skip, e.g. "horovod stress".
+# TEST_QUICK=1 (optional): the CI stages that run the suite again under the
+# sanitizers and MPICH (tests/ci-extra.sh) keep every code path of a test
+# but fewer repeats of its arithmetic (rank counts, node shapes), which the
+# README suite runs in full.
 #
 # Environment (from the Makefile): MPIRUN, LIBCOLLAR, MPI_TRANSPORT
 # (optional: "tcp" runs Open MPI over its TCP transport), TEST_TIMEOUT,
@@ -55,11 +62,22 @@ else
     timeout_s=${TEST_TIMEOUT:-300}
 fi
 last_output=$(mktemp)
-trap 'rm -f "$last_output"' EXIT
+# Every log ends with the test's time, for the CI stages' list of the
+# slowest tests (tests/ci-extra.sh slowest_tests).
+test_t0=$(date +%s)
+trap 'rm -f "$last_output"; echo "test time: $(($(date +%s) - test_t0)) s"' EXIT
 
 skip() {
     echo "SKIP: $*"
     exit 77
+}
+
+pick() {
+    if [ "${TEST_QUICK:-0}" = 1 ]; then
+        echo "$2"
+    else
+        echo "$1"
+    fi
 }
 
 # TEST_SKIP="name ...": tests (file names without .test) to skip, for CI
