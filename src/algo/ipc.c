@@ -410,6 +410,29 @@ collar_status_t collar_ipc_add_reduce_all(collar_sched_t *s,
                                           int stream, int dep, int *last)
 {
     const size_t bytes = count * (size_t)call->type_size;
+    if (s->dev->reduce_n_async != NULL && g->n > 1) {
+        /* One pass a group of inputs; a later group goes on from dst. */
+        int i = 0;
+        *last = dep;
+        while (i < g->n) {
+            collar_step_t t = { .kind = COLLAR_STEP_DEV_REDUCE_N };
+            int k = 0;
+            if (i > 0) {
+                t.u.reduce_n.src[k++] = dst;
+            }
+            while (k < COLLAR_REDUCE_N_MAX && i < g->n) {
+                t.u.reduce_n.src[k++] = g->peer[i++] + area + off;
+            }
+            t.u.reduce_n.dst = dst;
+            t.u.reduce_n.n = k;
+            t.u.reduce_n.count = count;
+            t.u.reduce_n.dt = call->cdt;
+            t.u.reduce_n.op = call->cop;
+            t.u.reduce_n.stream = stream;
+            COLLAR_CHECK(add_step(s, &t, *last, -1, last));
+        }
+        return COLLAR_OK;
+    }
     COLLAR_CHECK(collar_ipc_add_copy(s, dst, g->peer[0] + area + off, bytes, stream, dep, last));
     for (int i = 1; i < g->n; i++) {
         collar_step_t t = { .kind = COLLAR_STEP_DEV_REDUCE };

@@ -489,6 +489,8 @@ void collar_check_finalize(void);
 typedef enum {
     COLLAR_STEP_COPY,         /* device copy (either direction) */
     COLLAR_STEP_DEV_REDUCE,   /* reduction on the device stream */
+    COLLAR_STEP_DEV_REDUCE_N, /* n inputs into one output, on the device
+                                 stream (dev->reduce_n_async) */
     COLLAR_STEP_HOST_REDUCE,  /* reduction on the host, inline */
     COLLAR_STEP_IALLREDUCE,   /* PMPI_Iallreduce on the private comm */
     COLLAR_STEP_ISEND,        /* PMPI_Isend on the private comm */
@@ -528,6 +530,10 @@ typedef struct {
             int ord;  /* set by collar_sched_add: n-th collective step */
             int on;   /* collar_step_comm_t: which communicator */
         } allreduce;
+        struct {
+            void *dst; const void *src[COLLAR_REDUCE_N_MAX]; int n;
+            size_t count; collar_dtype_t dt; collar_op_t op; int stream;
+        } reduce_n;
         struct { void *buf; int count; MPI_Datatype dt; int peer; int tag; } p2p;
         struct { const MPI_Request *req; } request;
     } u;

@@ -69,6 +69,17 @@ typedef struct collar_device {
     collar_status_t (*reduce_async)(void *inout, const void *in, size_t count,
                                     collar_dtype_t dt, collar_op_t op,
                                     int stream, collar_event_t *done);
+    /* Optional (NULL: the caller copies src[0] and reduces the others
+     * into it one by one).  dst[i] = src[n-1][i] op (... op (src[1][i] op
+     * src[0][i])) for i < count, 2 <= n <= COLLAR_REDUCE_N_MAX (reduce.h): the bits of
+     * a copy of src[0] followed by reduce_async of src[1] .. src[n-1] into
+     * it, in one pass over memory (every input read once, dst written
+     * once).  dst may be src[0] and must not overlap the other inputs;
+     * `src` is read before the call returns. */
+    collar_status_t (*reduce_n_async)(void *dst, const void *const *src, int n,
+                                      size_t count, collar_dtype_t dt,
+                                      collar_op_t op, int stream,
+                                      collar_event_t *done);
     /* COLLAR_OK when complete, COLLAR_INPROGRESS when not, or an error. */
     collar_status_t (*event_query)(collar_event_t *ev);
     /* Make later stream work see what the caller queued on the device. */

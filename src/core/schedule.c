@@ -311,6 +311,7 @@ static const char *step_name(collar_step_kind_t kind)
     switch (kind) {
     case COLLAR_STEP_COPY:        return "device copy";
     case COLLAR_STEP_DEV_REDUCE:  return "device reduction";
+    case COLLAR_STEP_DEV_REDUCE_N: return "device reduction of n inputs";
     case COLLAR_STEP_HOST_REDUCE: return "host reduction";
     case COLLAR_STEP_IALLREDUCE:  return "internal allreduce";
     case COLLAR_STEP_ISEND:       return "internal send";
@@ -357,6 +358,19 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         st = dev->reduce_async(t->u.reduce.inout, t->u.reduce.in,
                                t->u.reduce.count, t->u.reduce.dt,
                                t->u.reduce.op, t->u.reduce.stream, &t->ev);
+        if (st < 0) {
+            return st;
+        }
+        t->state = STEP_ACTIVE;
+        return COLLAR_OK;
+    case COLLAR_STEP_DEV_REDUCE_N:
+        if (dev->reduce_n_async == NULL) {
+            return COLLAR_ERR_UNSUPPORTED;
+        }
+        st = dev->reduce_n_async(t->u.reduce_n.dst, t->u.reduce_n.src,
+                                 t->u.reduce_n.n, t->u.reduce_n.count,
+                                 t->u.reduce_n.dt, t->u.reduce_n.op,
+                                 t->u.reduce_n.stream, &t->ev);
         if (st < 0) {
             return st;
         }
@@ -436,7 +450,8 @@ static int step_is_comm(collar_step_kind_t kind)
 /* Poll an active step.  OK: it completed (or failed: see s->status). */
 static collar_status_t step_test(collar_sched_t *s, collar_step_t *t)
 {
-    if (t->kind == COLLAR_STEP_COPY || t->kind == COLLAR_STEP_DEV_REDUCE) {
+    if (t->kind == COLLAR_STEP_COPY || t->kind == COLLAR_STEP_DEV_REDUCE
+        || t->kind == COLLAR_STEP_DEV_REDUCE_N) {
         collar_status_t st = s->dev->event_query(&t->ev);
         if (st == COLLAR_INPROGRESS) {
             return COLLAR_INPROGRESS;

@@ -505,24 +505,29 @@ static collar_status_t cu_copy_async(void *dst, const void *src, size_t bytes,
     return st;
 }
 
-static collar_status_t cu_reduce_async(void *inout, const void *in,
-                                       size_t count, collar_dtype_t dt,
-                                       collar_op_t op, int stream,
-                                       collar_event_t *done)
+/* A reduction kernel on the device of dst (inputs elsewhere are IPC
+ * memory this process mapped, addressable from there): the pair
+ * dst op= in when src is NULL, else the n inputs of src into dst. */
+static collar_status_t cu_reduce_launch(void *dst, const void *in,
+                                        const void *const *src, int n,
+                                        size_t count, collar_dtype_t dt,
+                                        collar_op_t op, int stream,
+                                        collar_event_t *done)
 {
     if (!collar_cuda_reduce_supported(dt, op)) {
         return COLLAR_ERR_UNSUPPORTED;
     }
     collar_ptr_info_t info;
-    COLLAR_CHECK(cu_info(inout, &info));
+    COLLAR_CHECK(cu_info(dst, &info));
     cu_device_t *dv;
     cu_current_t cur;
     cu_save_current(&cur);
     collar_status_t st = cu_use_device(info.device, &dv);
     if (st == COLLAR_OK) {
         struct collar_stream *s = &dv->s[(unsigned)stream % CU_NSTREAMS];
-        const int rc = collar_cuda_reduce_launch(inout, in, count, dt, op,
-                                                 s->stream);
+        const int rc = src == NULL
+            ? collar_cuda_reduce_launch(dst, in, count, dt, op, s->stream)
+            : collar_cuda_reduce_n_launch(dst, src, n, count, dt, op, s->stream);
         if (rc < 0) {
             st = COLLAR_ERR_UNSUPPORTED;
         } else if (rc > 0) {
@@ -534,6 +539,25 @@ static collar_status_t cu_reduce_async(void *inout, const void *in,
     }
     cu_restore_current(&cur);
     return st;
+}
+
+static collar_status_t cu_reduce_async(void *inout, const void *in,
+                                       size_t count, collar_dtype_t dt,
+                                       collar_op_t op, int stream,
+                                       collar_event_t *done)
+{
+    return cu_reduce_launch(inout, in, NULL, 0, count, dt, op, stream, done);
+}
+
+static collar_status_t cu_reduce_n_async(void *dst, const void *const *src, int n,
+                                         size_t count, collar_dtype_t dt,
+                                         collar_op_t op, int stream,
+                                         collar_event_t *done)
+{
+    if (src == NULL || n < 2 || n > COLLAR_REDUCE_N_MAX) {
+        return COLLAR_ERR_INVALID;
+    }
+    return cu_reduce_launch(dst, NULL, src, n, count, dt, op, stream, done);
 }
 
 /* Does the MPI library read device buffers itself?  Asked once. */
@@ -769,6 +793,7 @@ const collar_device_t collar_device_cuda = {
     .copy_async         = cu_copy_async,
     .reduce_supported   = collar_cuda_reduce_supported,
     .reduce_async       = cu_reduce_async,
+    .reduce_n_async     = cu_reduce_n_async,
     .event_query        = cu_event_query,
     .order_after_caller = cu_order_after_caller,
     .scratch_device     = cu_scratch_device,

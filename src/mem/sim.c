@@ -28,7 +28,8 @@
  *     time of the host-device link (COLLAR_SIM_BANDWIDTH, COLLAR_SIM_LATENCY);
  *     copies between device buffers and reductions take the time of device
  *     memory (COLLAR_SIM_DEVICE_BANDWIDTH; a reduction moves three times its
- *     bytes: two reads and a write).  Host staging is registered to tell the
+ *     bytes: two reads and a write; one of n inputs, reduce_n_async,
+ *     n + 1 times).  Host staging is registered to tell the
  *     two apart;
  *   - IPC memory (ipc_alloc) is POSIX shared memory: shm_open of a name
  *     unique to the process and the allocation ("/collar-ipc-PID-N"), mapped
@@ -54,7 +55,7 @@
 
 #define SIM_MAX_STREAMS 16
 
-typedef enum { SIM_COPY, SIM_REDUCE } sim_kind_t;
+typedef enum { SIM_COPY, SIM_REDUCE, SIM_REDUCE_N } sim_kind_t;
 
 static int sim_is_host_staging(const void *ptr, size_t bytes);
 
@@ -69,6 +70,8 @@ typedef struct sim_op {
     size_t         count;   /* SIM_REDUCE; SIM_COPY: 1 over the link */
     collar_dtype_t dt;
     collar_op_t    op;
+    int            nsrc;    /* SIM_REDUCE_N: src[0 .. nsrc - 1] */
+    const void    *srcs[COLLAR_REDUCE_N_MAX];
 } sim_op_t;
 
 struct collar_stream {
@@ -151,6 +154,29 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* dst = src[n-1] op (... op (src[1] op src[0])), a block at a time so
+ * that the block of dst stays in cache while every input is added: the
+ * bits of a copy and n-1 pairwise reductions, one pass over memory. */
+static void sim_reduce_n(const sim_op_t *op)
+{
+    const size_t esize = collar_dtype_size(op->dt);
+    const size_t block = esize < 16384 ? 16384 / esize : 1;
+    char *dst = op->dst;
+    for (size_t first = 0; first < op->count; first += block) {
+        const size_t cnt = op->count - first < block ? op->count - first : block;
+        const size_t off = first * esize;
+        const char *src0 = (const char *)op->srcs[0] + off;
+        if (dst + off != src0) {
+            memcpy(dst + off, src0, cnt * esize);
+        }
+        for (int k = 1; k < op->nsrc; k++) {
+            /* The pair was checked by sim_reduce_n_async. */
+            (void)collar_reduce_host(dst + off, (const char *)op->srcs[k] + off,
+                                     cnt, op->dt, op->op);
+        }
+    }
+}
+
 static void *sim_worker(void *arg)
 {
     struct collar_stream *s = arg;
@@ -182,6 +208,11 @@ static void *sim_worker(void *arg)
             } else {
                 sim_device_time(op->bytes, now_ns() - t0);
             }
+        } else if (op->kind == SIM_REDUCE_N) {
+            uint64_t t0 = now_ns();
+            sim_reduce_n(op);
+            sim_device_time((size_t)(op->nsrc + 1) * op->count
+                            * collar_dtype_size(op->dt), now_ns() - t0);
         } else {
             uint64_t t0 = now_ns();
             /* The pair was checked by sim_reduce_async: this cannot fail. */
@@ -698,6 +729,33 @@ static collar_status_t sim_reduce_async(void *inout, const void *in,
     return sim_enqueue(op, stream, done);
 }
 
+static collar_status_t sim_reduce_n_async(void *dst, const void *const *src,
+                                          int n, size_t count, collar_dtype_t dt,
+                                          collar_op_t op_id, int stream,
+                                          collar_event_t *done)
+{
+    if (!collar_reduce_supported(dt, op_id)) {
+        return COLLAR_ERR_UNSUPPORTED;
+    }
+    if (n < 2 || n > COLLAR_REDUCE_N_MAX) {
+        return COLLAR_ERR_INVALID;
+    }
+    sim_op_t *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    op->kind = SIM_REDUCE_N;
+    op->dst = dst;
+    op->nsrc = n;
+    for (int k = 0; k < n; k++) {
+        op->srcs[k] = src[k];
+    }
+    op->count = count;
+    op->dt = dt;
+    op->op = op_id;
+    return sim_enqueue(op, stream, done);
+}
+
 static collar_status_t sim_event_query(collar_event_t *ev)
 {
     struct collar_stream *s = ev->stream;
@@ -730,6 +788,7 @@ const collar_device_t collar_device_sim = {
     .copy_async         = sim_copy_async,
     .reduce_supported   = collar_reduce_supported,
     .reduce_async       = sim_reduce_async,
+    .reduce_n_async     = sim_reduce_n_async,
     .event_query        = sim_event_query,
     .order_after_caller = sim_order_after_caller,
     .is_dev_scratch     = sim_is_dev_scratch,

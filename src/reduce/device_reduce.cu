@@ -11,7 +11,10 @@
  * device library: each kernel is self-contained.  About 17-19 s of CPU for
  * the default four targets (68 kernels).
  *
- * Kernels.  One kernel per (element type, op), instantiated only for the
+ * Kernels.  Two kernels per (element type, op): a pair (inout op= in) and
+ * n inputs into one output (reduce_n: up to COLLAR_REDUCE_N_MAX inputs, the
+ * same bits as a copy and n - 1 pairwise kernels, one pass over memory, for
+ * the ipc and hier allreduces), instantiated only for the
  * pairs that reduce_dispatch() in device_reduce_body.cuh lists; signed
  * integers share the unsigned kernels except for MIN / MAX, bool and byte
  * use the uint8 kernels.  The body of every kernel (ops, loops, the plan of
@@ -55,7 +58,30 @@ __global__ void __launch_bounds__(REDUCE_BLOCK) reduce_kernel(reduce_plan p)
                          (size_t)gridDim.x * blockDim.x);
 }
 
+template <class T, class Op>
+__global__ void __launch_bounds__(REDUCE_BLOCK) reduce_n_kernel(reduce_n_plan p)
+{
+    reduce_n_thread<T, Op>(p, (size_t)blockIdx.x * blockDim.x + threadIdx.x,
+                           (size_t)gridDim.x * blockDim.x);
+}
+
 namespace {
+
+/* The visitor that launches the kernel of n inputs. */
+struct reduce_n_launcher {
+    void              *dst;
+    const void *const *src;
+    int                n;
+    size_t             count;
+    cudaStream_t       stream;
+
+    template <class T, class Op> int run()
+    {
+        reduce_n_plan p = reduce_n_plan_make<T>(dst, src, n, count);
+        reduce_n_kernel<T, Op><<<reduce_n_plan_grid(p), REDUCE_BLOCK, 0, stream>>>(p);
+        return (int)cudaGetLastError();
+    }
+};
 
 /* The visitor of reduce_dispatch() that launches the pair's kernel. */
 struct reduce_launcher {
@@ -103,6 +129,25 @@ extern "C" int collar_cuda_reduce_launch(void *inout, const void *in,
     l.in = in;
     l.count = count;
     /* Explicit, so that --default-stream per-thread cannot change it. */
+    l.stream = stream ? (cudaStream_t)stream : cudaStreamLegacy;
+    return reduce_dispatch(dt, op, l);
+}
+
+extern "C" int collar_cuda_reduce_n_launch(void *dst, const void *const *src, int n,
+                                           size_t count, collar_dtype_t dt,
+                                           collar_op_t op, void *stream)
+{
+    reduce_probe probe;
+    if (n < 2 || n > COLLAR_REDUCE_N_MAX || reduce_dispatch(dt, op, probe) != 0)
+        return -1;
+    if (count == 0)
+        return 0;
+
+    reduce_n_launcher l;
+    l.dst = dst;
+    l.src = src;
+    l.n = n;
+    l.count = count;
     l.stream = stream ? (cudaStream_t)stream : cudaStreamLegacy;
     return reduce_dispatch(dt, op, l);
 }

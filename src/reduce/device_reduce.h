@@ -35,6 +35,18 @@ int collar_cuda_reduce_supported(collar_dtype_t dt, collar_op_t op);
 int collar_cuda_reduce_launch(void *inout, const void *in, size_t count,
                               collar_dtype_t dt, collar_op_t op, void *stream);
 
+/*
+ * Queue dst[i] = src[n-1][i] op (... op (src[1][i] op src[0][i])), i <
+ * count, on `stream`, 2 <= n <= COLLAR_REDUCE_N_MAX: the bits of a copy of
+ * src[0] and collar_cuda_reduce_launch of src[1] .. src[n-1] into it, each
+ * input read once.  dst may be src[0] and must not overlap the others; the
+ * pointers are passed by value (`src` may be reused on return).  Returns
+ * as collar_cuda_reduce_launch (-1 also for n out of range).
+ */
+int collar_cuda_reduce_n_launch(void *dst, const void *const *src, int n,
+                                size_t count, collar_dtype_t dt, collar_op_t op,
+                                void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -476,6 +476,109 @@ COLLAR_HD void reduce_thread(const reduce_plan &p, size_t tid, size_t nthreads)
     }
 }
 
+/* ------------------------------------------------ n inputs, one output */
+
+/*
+ * dst = src[n-1] op (... op (src[1] op src[0])), every input read once and
+ * dst written once: the bits of a copy of src[0] followed by the pairwise
+ * kernel for src[1] .. src[n-1] (Op::apply(in, inout) in that order).  The
+ * plan is the pairwise one with every pointer in the place of `in`: the
+ * vector path when all n + 1 sit at the same offset modulo 16, typed loads
+ * when all are aligned for T, bytes otherwise.  dst may be src[0].
+ */
+struct reduce_n_plan {
+    char       *dst;
+    const char *src[COLLAR_REDUCE_N_MAX];
+    int         n;
+    size_t      count, head, nvec, work;
+    int         mode;
+};
+
+template <class T>
+__host__ reduce_n_plan reduce_n_plan_make(void *dst, const void *const *src, int n,
+                                          size_t count)
+{
+    reduce_n_plan p;
+    memset(&p, 0, sizeof p);
+    p.dst = (char *)dst;
+    p.n = n;
+    p.count = count;
+    p.work = count;
+    int same16 = 1, aligned = (uintptr_t)dst % alignof(T) == 0;
+    for (int k = 0; k < n; k++) {
+        p.src[k] = (const char *)src[k];
+        same16 &= (uintptr_t)src[k] % REDUCE_VEC_BYTES == (uintptr_t)dst % REDUCE_VEC_BYTES;
+        aligned &= (uintptr_t)src[k] % alignof(T) == 0;
+    }
+    /* The pairwise plan of (dst, dst) says where the vectors start. */
+    reduce_plan q = reduce_plan_make<T>(dst, dst, count);
+    if (same16 && q.mode == REDUCE_MODE_VECTOR) {
+        p.mode = REDUCE_MODE_VECTOR;
+        p.head = q.head;
+        p.nvec = q.nvec;
+        p.work = q.work;
+    } else {
+        p.mode = aligned ? REDUCE_MODE_ALIGNED : REDUCE_MODE_BYTES;
+    }
+    return p;
+}
+
+template <class T, class Op>
+COLLAR_HD void reduce_n_element(const reduce_n_plan &p, size_t i, int typed)
+{
+    const size_t off = i * sizeof(T);
+    T acc = typed ? load_aligned<T>(p.src[0] + off) : load_bytes<T>(p.src[0] + off);
+    for (int k = 1; k < p.n; k++) {
+        T a = typed ? load_aligned<T>(p.src[k] + off) : load_bytes<T>(p.src[k] + off);
+        acc = Op::apply(a, acc);
+    }
+    if (typed)
+        store_aligned<T>(p.dst + off, acc);
+    else
+        store_bytes<T>(p.dst + off, acc);
+}
+
+template <class T, class Op>
+COLLAR_HD void reduce_n_thread(const reduce_n_plan &p, size_t tid, size_t nthreads)
+{
+    if (p.mode != REDUCE_MODE_VECTOR) {
+        const int typed = p.mode == REDUCE_MODE_ALIGNED;
+        REDUCE_STRIDE_LOOP(i, tid, p.count, nthreads)
+            reduce_n_element<T, Op>(p, i, typed);
+        return;
+    }
+    const size_t per_vec = REDUCE_VEC_BYTES / sizeof(T);
+    const size_t body = p.head * sizeof(T);
+    const size_t tail = p.head + p.nvec * per_vec;
+    REDUCE_STRIDE_LOOP(i, tid, p.head, nthreads)
+        reduce_n_element<T, Op>(p, i, 1);
+    REDUCE_STRIDE_LOOP(v, tid, p.nvec, nthreads) {
+        const size_t off = body + v * REDUCE_VEC_BYTES;
+        T acc[REDUCE_VEC_BYTES / sizeof(T)], a[REDUCE_VEC_BYTES / sizeof(T)];
+        uint4 va = load_aligned<uint4>(p.src[0] + off);
+        memcpy(acc, &va, sizeof acc);
+        for (int k = 1; k < p.n; k++) {
+            va = load_aligned<uint4>(p.src[k] + off);
+            memcpy(a, &va, sizeof a);
+            for (size_t e = 0; e < per_vec; e++)
+                acc[e] = Op::apply(a[e], acc[e]);
+        }
+        memcpy(&va, acc, sizeof acc);
+        store_aligned<uint4>(p.dst + off, va);
+    }
+    REDUCE_STRIDE_LOOP(i, tail + tid, p.count, nthreads)
+        reduce_n_element<T, Op>(p, i, 1);
+}
+
+/* Blocks for a plan of n inputs (as reduce_plan_grid). */
+static inline __host__ unsigned reduce_n_plan_grid(const reduce_n_plan &p)
+{
+    size_t blocks = p.work / REDUCE_BLOCK + (p.work % REDUCE_BLOCK != 0);
+    if (blocks == 0)
+        blocks = 1;
+    return blocks < REDUCE_MAX_GRID ? (unsigned)blocks : REDUCE_MAX_GRID;
+}
+
 /* --------------------------------------------------------- the pairs */
 
 /*

@@ -64,6 +64,10 @@ typedef enum {
     COLLAR_OP_NONE = -1     /* user-defined or unsupported op */
 } collar_op_t;
 
+/* The most inputs of one reduction of n inputs into one output (the
+ * devices' reduce_n_async, collar_cuda_reduce_n_launch). */
+#define COLLAR_REDUCE_N_MAX 8
+
 /* Size in bytes of one element (C sizeof of the matching type). 0 for NONE. */
 size_t collar_dtype_size(collar_dtype_t dt);
 

@@ -372,4 +372,18 @@ int collar_cuda_reduce_launch(void *inout, const void *in, size_t count,
     return 0;
 }
 
+int collar_cuda_reduce_n_launch(void *dst, const void *const *src, int n,
+                                size_t count, collar_dtype_t dt, collar_op_t op,
+                                void *s)
+{
+    (void)dst;
+    (void)src;
+    (void)n;
+    (void)count;
+    (void)dt;
+    (void)op;
+    (void)s;
+    return 0;
+}
+
 #endif /* COLLAR_FAKE_CUDA_H */

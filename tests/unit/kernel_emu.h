@@ -21,6 +21,11 @@ int kernel_emu_reduce(void *inout, const void *in, size_t count,
                       collar_dtype_t dt, collar_op_t op,
                       unsigned grid, unsigned block, int *mode);
 
+/* The same for collar_cuda_reduce_n_launch(): n inputs into dst. */
+int kernel_emu_reduce_n(void *dst, const void *const *src, int n, size_t count,
+                        collar_dtype_t dt, collar_op_t op,
+                        unsigned grid, unsigned block, int *mode);
+
 #ifdef __cplusplus
 }
 #endif

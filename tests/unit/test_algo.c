@@ -580,8 +580,9 @@ static void test_hier_build(void)
                 copies++;
             }
         }
-        /* copy in, the slice's first copy, two gathers */
-        UNIT_CHECK(cross == 1 && copies == 4 && s->pmpi_device_ok,
+        /* copy in and two gathers (the slice's reduction of both inputs
+         * is one step, no first copy) */
+        UNIT_CHECK(cross == 1 && copies == 3 && s->pmpi_device_ok,
                    "direct: %d cross allreduces, %d copies", cross, copies);
         collar_sched_destroy(s);
     }
@@ -602,6 +603,165 @@ static void test_hier_build(void)
                "hier without node communicators: %s", collar_alg_name(plan.alg));
     free(sbuf);
     free(rbuf);
+}
+
+/*
+ * ipc's reductions of n inputs (dev->reduce_n_async): the schedule reduces
+ * every node rank's input exactly once, in node rank order, in groups of
+ * at most COLLAR_REDUCE_N_MAX where a later group goes on from dst; one-
+ * and two-shot, 1 to 11 ranks.  Then the sim device's reduce_n itself,
+ * run: the bits of a copy and pairwise reductions (float sums, whose
+ * order shows; int MIN; double-int MAXLOC), counts across its block,
+ * unaligned buffers, dst the same as src[0].
+ */
+static void test_ipc_reduce_n(void)
+{
+    enum { COUNT = 1031, ESIZE = 4 };
+    static char peers[11][2 * IPC_MIN_CAP];
+    char *peer[11];
+    for (int i = 0; i < 11; i++) {
+        peer[i] = peers[i];
+    }
+    int *sbuf = calloc(COUNT, ESIZE), *rbuf = calloc(COUNT, ESIZE);
+    for (int n = 1; n <= 11; n++) {
+        for (int twoshot = 0; twoshot < 2; twoshot++) {
+            const int r = n / 2;
+            ipc_region_t *g = calloc(1, sizeof(*g));
+            g->refs = 1;
+            g->dev = dev;
+            g->n = n;
+            g->rank = r;
+            g->cap = IPC_MIN_CAP;
+            g->own = peer[r];
+            g->peer = peer;
+            ipc_state_t st = { .region = g };
+            collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = n,
+                                   .rank = r, .node_rank = r, .node_size = n,
+                                   .one_node = 1, .ipc = &st, .tag_ub = 32767 };
+            collar_call_t call = dense_call(COUNT, ESIZE, COLLAR_DT_INT32, MPI_INT,
+                                            (char *)sbuf, (char *)rbuf);
+            collar_plan_t plan = { .alg = COLLAR_ALG_IPC, .oneshot = twoshot ? 1 : 0 };
+            collar_sched_t *s = NULL;
+            UNIT_CHECK(collar_sched_create(&comm, dev, &s) == COLLAR_OK, "create");
+            UNIT_CHECK(collar_algo_ipc_build(&call, &plan, s) == COLLAR_OK, "build");
+            MPI_Count first = 0, cnt = COUNT;
+            if (twoshot && n > 1) {
+                collar_block_range(COUNT, n, r, &first, &cnt);
+            }
+            const size_t off = (size_t)first * ESIZE;
+            int next = 0, groups = 0, pairwise = 0, prev = -1;
+            void *dst = NULL;
+            for (int i = 0; i < s->nsteps; i++) {
+                const collar_step_t *t = &s->steps[i];
+                if (t->kind == COLLAR_STEP_DEV_REDUCE) {
+                    pairwise++;
+                }
+                if (t->kind != COLLAR_STEP_DEV_REDUCE_N) {
+                    continue;
+                }
+                int k = 0;
+                if (groups++ > 0) {
+                    UNIT_CHECK(t->u.reduce_n.src[0] == dst && t->u.reduce_n.dst == dst
+                               && t->ndeps == 1 && t->deps[0] == prev,
+                               "n %d: a later group goes on from dst, after the "
+                               "one before", n);
+                    k = 1;
+                }
+                dst = t->u.reduce_n.dst;
+                prev = i;
+                UNIT_CHECK(t->u.reduce_n.n >= 2 && t->u.reduce_n.n <= COLLAR_REDUCE_N_MAX
+                           && t->u.reduce_n.count == (size_t)cnt,
+                           "n %d: %d inputs of %zu elements", n, t->u.reduce_n.n,
+                           t->u.reduce_n.count);
+                for (; k < t->u.reduce_n.n; k++, next++) {
+                    UNIT_CHECK(next < n && t->u.reduce_n.src[k] == peer[next] + off,
+                               "n %d two-shot %d: input %d of group %d is not node "
+                               "rank %d's", n, twoshot, k, groups, next);
+                }
+            }
+            UNIT_CHECK(dst == (n > 1 ? (twoshot ? (void *)(peer[r] + IPC_MIN_CAP + off)
+                                                : (void *)rbuf)
+                                     : NULL),
+                       "n %d two-shot %d: the reductions' output", n, twoshot);
+            UNIT_CHECK(next == (n > 1 ? n : 0) && pairwise == 0,
+                       "n %d two-shot %d: %d inputs reduced, %d pairwise steps", n,
+                       twoshot, next, pairwise);
+            UNIT_CHECK(groups == (n > 1 ? 1 + (n - 1) / COLLAR_REDUCE_N_MAX : 0),
+                       "n %d: %d groups", n, groups);
+            collar_sched_destroy(s);
+            free(g);
+        }
+    }
+    free(sbuf);
+    free(rbuf);
+
+    /* The sim device's reduce_n against a copy and pairwise reductions. */
+    enum { NMAX = COLLAR_REDUCE_N_MAX };
+    const struct { collar_dtype_t dt; collar_op_t op; } pairs[] = {
+        { COLLAR_DT_FLOAT, COLLAR_OP_SUM },
+        { COLLAR_DT_INT32, COLLAR_OP_MIN },
+        { COLLAR_DT_DOUBLE_INT, COLLAR_OP_MAXLOC },
+        { COLLAR_DT_UINT8, COLLAR_OP_BXOR },
+    };
+    const size_t counts[] = { 0, 1, 4095, 4096, 4097, 40000 };
+    unsigned seed = 12345;
+    for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++) {
+        const size_t esize = collar_dtype_size(pairs[p].dt);
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+            for (int n = 2; n <= NMAX; n += 3) {
+                for (int same = 0; same < 2; same++) {
+                    const size_t bytes = counts[c] * esize;
+                    char *in[NMAX], *want = malloc(bytes + 1), *got = malloc(bytes + 8);
+                    const void *src[NMAX];
+                    for (int k = 0; k < n; k++) {
+                        in[k] = malloc(bytes + 3);
+                        src[k] = in[k] + (k % 3);   /* unaligned ones too */
+                        for (size_t b = 0; b < bytes; b++) {
+                            in[k][k % 3 + b] = (char)(rand_r(&seed) >> 7);
+                        }
+                        if (pairs[p].dt == COLLAR_DT_FLOAT) {   /* no NaN, mixed scale */
+                            for (size_t e = 0; e < counts[c]; e++) {
+                                float v = (float)(rand_r(&seed) % 20001 - 10000)
+                                          / (float)(1 + rand_r(&seed) % 997);
+                                memcpy(in[k] + k % 3 + e * esize, &v, sizeof(v));
+                            }
+                        }
+                    }
+                    memcpy(want, src[0], bytes);
+                    for (int k = 1; k < n; k++) {
+                        collar_reduce_host(want, src[k], counts[c], pairs[p].dt,
+                                           pairs[p].op);
+                    }
+                    /* dst: src[0] itself, or a buffer 5 bytes in */
+                    char *dst = same ? (char *)src[0] : got + 5;
+                    collar_event_t ev;
+                    UNIT_CHECK(dev->reduce_n_async(dst, src, n, counts[c], pairs[p].dt,
+                                                   pairs[p].op, 1, &ev) == COLLAR_OK,
+                               "reduce_n queued");
+                    collar_status_t est;
+                    while ((est = dev->event_query(&ev)) == COLLAR_INPROGRESS) {
+                    }
+                    UNIT_CHECK(est == COLLAR_OK, "reduce_n completed");
+                    UNIT_CHECK(bytes == 0 || memcmp(dst, want, bytes) == 0,
+                               "%s %s count %zu n %d dst=src0 %d: not the bits of "
+                               "pairwise reductions", collar_dtype_name(pairs[p].dt),
+                               collar_op_name(pairs[p].op), counts[c], n, same);
+                    for (int k = 0; k < n; k++) {
+                        free(in[k]);
+                    }
+                    free(want);
+                    free(got);
+                }
+            }
+        }
+    }
+    const void *one[2] = { peers[0], peers[2] };
+    collar_event_t ev;
+    UNIT_CHECK(dev->reduce_n_async(peers[1], one, 1, 4, COLLAR_DT_INT32, COLLAR_OP_SUM,
+                                   0, &ev) == COLLAR_ERR_INVALID, "one input refused");
+    UNIT_CHECK(dev->reduce_n_async(peers[1], one, 2, 4, COLLAR_DT_FLOAT,
+                                   COLLAR_OP_BXOR, 0, &ev) == COLLAR_ERR_UNSUPPORTED,
+               "an invalid pair refused");
 }
 
 int main(int argc, char **argv)
@@ -630,6 +790,9 @@ int main(int argc, char **argv)
     }
     if (want(argc, argv, "test_hier_build")) {
         test_hier_build();
+    }
+    if (want(argc, argv, "test_ipc_reduce_n")) {
+        test_ipc_reduce_n();
     }
     if (want(argc, argv, "test_canary")) {
         test_canary();

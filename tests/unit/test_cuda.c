@@ -87,6 +87,13 @@ static void test_sync_and_current(void)
                ctx_device(cur_ctx));
     while (dev->event_query(&ev) == COLLAR_INPROGRESS) {
     }
+    const void *src[2] = { buf->base, (char *)buf->base + 16 };
+    UNIT_CHECK(dev->reduce_n_async(buf->base, src, 2, 4, COLLAR_DT_INT32,
+                                   COLLAR_OP_SUM, 1, &ev) == COLLAR_OK, "reduce_n");
+    UNIT_CHECK(cur_ctx == NULL, "a reduction of n inputs left device %d current",
+               ctx_device(cur_ctx));
+    while (dev->event_query(&ev) == COLLAR_INPROGRESS) {
+    }
 }
 
 /* COLLAR_SYNC=stream with a CUDA-aware MPI library: it reads device

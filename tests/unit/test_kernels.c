@@ -355,6 +355,118 @@ static void emu_pair(collar_dtype_t dt, collar_op_t op)
     }
 }
 
+/*
+ * The kernel of n inputs against a copy of src[0] and the pairwise kernel
+ * for the others (both emulated), bit for bit: n = 2, 3, 8 inputs, counts
+ * around the vector length, every input at the same 16-byte offset (the
+ * vector path), at different offsets (typed loads), unaligned (bytes), and
+ * dst the same buffer as src[0].  Bytes around dst stay as they were.
+ */
+static unsigned long n_reduce_n_cases;
+
+/* Is the float of `size` bytes (2: half, -2: bfloat16, 4, 8) at p a NaN? */
+static int is_nan_bits(const unsigned char *p, int size)
+{
+    uint64_t v = get(p, (size_t)(size < 0 ? -size : size));
+    switch (size) {
+    case 2:  return (v & 0x7c00) == 0x7c00 && (v & 0x3ff) != 0;
+    case -2: return (v & 0x7f80) == 0x7f80 && (v & 0x7f) != 0;
+    case 4:  return (v & 0x7f800000u) == 0x7f800000u && (v & 0x7fffffu) != 0;
+    case 8:  return (v & 0x7ff0000000000000ull) == 0x7ff0000000000000ull
+                    && (v & 0xfffffffffffffull) != 0;
+    }
+    return 0;
+}
+
+/* Same bits, or (floats) both NaN: which NaN's payload survives two NaN
+ * operands depends on the order the host compiler gave the operands of a
+ * commutative instruction; the device returns the canonical NaN. */
+static int same_element(const unsigned char *a, const unsigned char *b,
+                        collar_dtype_t dt)
+{
+    const size_t esz = collar_dtype_size(dt);
+    if (memcmp(a, b, esz) == 0)
+        return 1;
+    int part = 0;
+    switch (dt) {
+    case COLLAR_DT_FLOAT16:        part = 2; break;
+    case COLLAR_DT_BFLOAT16:       part = -2; break;
+    case COLLAR_DT_FLOAT:
+    case COLLAR_DT_FLOAT_COMPLEX:  part = 4; break;
+    case COLLAR_DT_DOUBLE:
+    case COLLAR_DT_DOUBLE_COMPLEX: part = 8; break;
+    default:                       return 0;
+    }
+    const size_t psz = (size_t)(part < 0 ? -part : part);
+    for (size_t o = 0; o < esz; o += psz)
+        if (memcmp(a + o, b + o, psz) != 0
+            && !(is_nan_bits(a + o, part) && is_nan_bits(b + o, part)))
+            return 0;
+    return 1;
+}
+
+static void emu_n_case(collar_dtype_t dt, collar_op_t op, int n, size_t count,
+                       int layout, unsigned g)
+{
+    const size_t esz = collar_dtype_size(dt);
+    const size_t total = PAD + 16 + count * esz + PAD + 16;
+    unsigned char *in[COLLAR_REDUCE_N_MAX], *want = aligned_alloc(16, (total + 15) / 16 * 16),
+                  *got = aligned_alloc(16, (total + 15) / 16 * 16);
+    const void *src[COLLAR_REDUCE_N_MAX];
+    /* layout 0: all at offset 4*esz % 16; 1: src at k*esz; 2: k bytes;
+     * 3: dst is src[0] */
+    const size_t od = layout == 2 ? 3 : (4 * esz) % 16;
+    for (int k = 0; k < n; k++) {
+        in[k] = aligned_alloc(16, (total + 15) / 16 * 16);
+        size_t o = layout == 1 ? ((size_t)k * esz) % 16 : layout == 2 ? (size_t)k + 1 : od;
+        for (size_t i = 0; i < total; i++)
+            in[k][i] = (unsigned char)rnd();
+        fill(in[k] + PAD + o, count, dt);
+        src[k] = in[k] + PAD + o;
+    }
+    for (size_t i = 0; i < total; i++)
+        got[i] = want[i] = (unsigned char)rnd();
+    unsigned char *dst_want = want + PAD + od, *dst_got = got + PAD + od;
+    if (layout == 3) {
+        memcpy(want, in[0], total);
+        dst_got = (unsigned char *)src[0];
+    }
+    for (size_t i = 0; i < count * esz; i++)   /* (a memcpy: a false gcc 12 warning) */
+        dst_want[i] = in[0][(size_t)((const unsigned char *)src[0] - in[0]) + i];
+    for (int k = 1; k < n; k++)
+        kernel_emu_reduce(dst_want, src[k], count, dt, op, 0, 0, NULL);
+    int mode = -1;
+    int rc = kernel_emu_reduce_n(dst_got, src, n, count, dt, op, grids[g][0],
+                                 grids[g][1], &mode);
+    UNIT_CHECK(rc == 0, "emulation of %s/%s of %d inputs: %d", collar_dtype_name(dt),
+               collar_op_name(op), n, rc);
+    n_reduce_n_cases += mode == KERNEL_EMU_VECTOR;
+    const unsigned char *res = layout == 3 ? in[0] : got;
+    const size_t lo = (size_t)(dst_want - want), hi = lo + count * esz;
+    int same = memcmp(res, want, lo) == 0 && memcmp(res + hi, want + hi, total - hi) == 0;
+    for (size_t i = 0; same && i < count; i++)
+        same = same_element(res + lo + i * esz, want + lo + i * esz, dt);
+    UNIT_CHECK(same,
+               "%s/%s, %d inputs, count %zu, layout %d, grid %ux%u: not the bits of "
+               "a copy and pairwise kernels", collar_dtype_name(dt), collar_op_name(op),
+               n, count, layout, grids[g][0], grids[g][1]);
+    for (int k = 0; k < n; k++)
+        free(in[k]);
+    free(want);
+    free(got);
+}
+
+static void emu_n(collar_dtype_t dt, collar_op_t op)
+{
+    static const size_t counts[] = { 0, 1, 17, 1000, 4099 };
+    static const int ns[] = { 2, 3, COLLAR_REDUCE_N_MAX };
+    unsigned g = 0;
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+        for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+            for (int layout = 0; layout < 4; layout++)
+                emu_n_case(dt, op, ns[k], counts[c], layout, g++ % NGRIDS);
+}
+
 /* Every 16-bit float encoding as `in`, for the conversions. */
 static void emu_sweep16(collar_dtype_t dt, collar_op_t op)
 {
@@ -514,11 +626,23 @@ int main(void)
                 continue;
             rng_seed((uint64_t)dt * 100 + (uint64_t)op);
             emu_pair(dt, op);
+            emu_n(dt, op);
             if (dt == COLLAR_DT_FLOAT16 || dt == COLLAR_DT_BFLOAT16)
                 emu_sweep16(dt, op);
         }
     }
     UNIT_CHECK(n_vector_cases > 0, "no case took the vector path");
+    UNIT_CHECK(n_reduce_n_cases > 0, "no case of n inputs took the vector path");
+    {
+        const void *two[2] = { NULL, NULL };
+        UNIT_CHECK(kernel_emu_reduce_n(NULL, two, 1, 5, COLLAR_DT_FLOAT, COLLAR_OP_SUM, 1, 1,
+                                       NULL) == -1
+                   && collar_cuda_reduce_n_launch(NULL, two, 1, 5, COLLAR_DT_FLOAT,
+                                                  COLLAR_OP_SUM, NULL) == -1
+                   && collar_cuda_reduce_n_launch(NULL, two, 2, 5, COLLAR_DT_LONG_DOUBLE,
+                                                  COLLAR_OP_SUM, NULL) == -1,
+                   "one input, or a pair without a kernel, is refused");
+    }
     printf("test_kernels: emulation: %d pairs, %lu cases on the vector path\n",
            npairs, n_vector_cases);
 
