@@ -153,10 +153,12 @@ run_common() {
         # "|| rc=$?": the test file runs under set -e, which would end this
         # subshell at a failing mpirun before its output is shown.
         rc=0
+        run_t0=$(date +%s)
         # shellcheck disable=SC2086
         timeout -k 10 "$timeout_s" "$MPIRUN" $launcher_opts -np "$np" \
             env ${preload:+LD_PRELOAD=$preload} $rank_wrapper "$@" >"$last_output" 2>&1 || rc=$?
         cat "$last_output"
+        echo "+ ($(($(date +%s) - run_t0)) s)"
         if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
             echo "FAIL: timed out after ${timeout_s}s"
         fi

@@ -589,6 +589,59 @@ static void dev_huge(void)
     cudaFree(b);
 }
 
+/*
+ * On the device: the kernel of n inputs against a device copy and the
+ * pairwise kernels, for a few pairs, n = 2, 3 and 8, aligned (vector) and
+ * unaligned inputs; the results compared on the host with same_element.
+ */
+static void dev_reduce_n(cudaStream_t stream)
+{
+    static const struct { collar_dtype_t dt; collar_op_t op; } pairs[] = {
+        { COLLAR_DT_FLOAT, COLLAR_OP_SUM }, { COLLAR_DT_INT32, COLLAR_OP_MIN },
+        { COLLAR_DT_DOUBLE, COLLAR_OP_MAX }, { COLLAR_DT_BFLOAT16, COLLAR_OP_SUM },
+    };
+    const size_t count = 100003;
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+        const collar_dtype_t dt = pairs[p].dt;
+        const size_t esz = collar_dtype_size(dt), bytes = count * esz;
+        const size_t slot = bytes + 64;   /* each input in its own slot */
+        for (int n = 2; n <= COLLAR_REDUCE_N_MAX; n = n == 3 ? COLLAR_REDUCE_N_MAX : n + 1) {
+            for (int unaligned = 0; unaligned < 2; unaligned++) {
+                unsigned char *d = NULL, *host = malloc(slot);
+                unsigned char *want = malloc(bytes), *got = malloc(bytes);
+                DEV_CHECK(cudaMalloc((void **)&d, (size_t)(n + 2) * slot));
+                const void *src[COLLAR_REDUCE_N_MAX];
+                for (int k = 0; k < n; k++) {
+                    fill(host, count, dt);
+                    unsigned char *at = d + (size_t)k * slot + (unaligned ? (size_t)k % 4 : 0);
+                    DEV_CHECK(cudaMemcpy(at, host, bytes, cudaMemcpyHostToDevice));
+                    src[k] = at;
+                }
+                unsigned char *ref = d + (size_t)n * slot, *out = ref + slot;
+                DEV_CHECK(cudaMemcpy(ref, src[0], bytes, cudaMemcpyDeviceToDevice));
+                for (int k = 1; k < n; k++)
+                    UNIT_CHECK(collar_cuda_reduce_launch(ref, src[k], count, dt, pairs[p].op,
+                                                         stream) == 0, "pairwise launch");
+                UNIT_CHECK(collar_cuda_reduce_n_launch(out, src, n, count, dt, pairs[p].op,
+                                                       stream) == 0, "launch of n inputs");
+                DEV_CHECK(cudaStreamSynchronize(stream));
+                DEV_CHECK(cudaMemcpy(want, ref, bytes, cudaMemcpyDeviceToHost));
+                DEV_CHECK(cudaMemcpy(got, out, bytes, cudaMemcpyDeviceToHost));
+                int same = 1;
+                for (size_t i = 0; same && i < count; i++)
+                    same = same_element(got + i * esz, want + i * esz, dt);
+                UNIT_CHECK(same, "device: %s/%s of %d inputs%s: not the bits of pairwise "
+                           "kernels", collar_dtype_name(dt), collar_op_name(pairs[p].op), n,
+                           unaligned ? " (unaligned)" : "");
+                cudaFree(d);
+                free(host);
+                free(want);
+                free(got);
+            }
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ main */
 
 int main(void)
@@ -675,6 +728,7 @@ int main(void)
             dev_pair(dt, op, stream);
         }
     }
+    dev_reduce_n(stream);
     dev_huge();
     cudaStreamDestroy(stream);
     cudaFree(dev_in);
