@@ -55,7 +55,7 @@
 
 #define SIM_MAX_STREAMS 16
 
-typedef enum { SIM_COPY, SIM_REDUCE, SIM_REDUCE_N } sim_kind_t;
+typedef enum { SIM_COPY, SIM_REDUCE } sim_kind_t;
 
 static int sim_is_host_staging(const void *ptr, size_t bytes);
 
@@ -67,10 +67,10 @@ typedef struct sim_op {
     void          *dst;
     const void    *src;
     size_t         bytes;   /* SIM_COPY */
-    size_t         count;   /* SIM_REDUCE; SIM_COPY: 1 over the link */
+    size_t         count;   /* SIM_REDUCE: elements; SIM_COPY: 1 over the link */
     collar_dtype_t dt;
     collar_op_t    op;
-    int            nsrc;    /* SIM_REDUCE_N: src[0 .. nsrc - 1] */
+    int            nsrc;    /* SIM_REDUCE: srcs[0 .. nsrc - 1] */
     const void    *srcs[COLLAR_REDUCE_N_MAX];
 } sim_op_t;
 
@@ -208,17 +208,11 @@ static void *sim_worker(void *arg)
             } else {
                 sim_device_time(op->bytes, now_ns() - t0);
             }
-        } else if (op->kind == SIM_REDUCE_N) {
+        } else {
             uint64_t t0 = now_ns();
             sim_reduce_n(op);
             sim_device_time((size_t)(op->nsrc + 1) * op->count
                             * collar_dtype_size(op->dt), now_ns() - t0);
-        } else {
-            uint64_t t0 = now_ns();
-            /* The pair was checked by sim_reduce_async: this cannot fail. */
-            (void)collar_reduce_host(op->dst, op->src, op->count, op->dt, op->op);
-            sim_device_time(3 * op->count * collar_dtype_size(op->dt),
-                            now_ns() - t0);
         }
         atomic_store_explicit(&s->completed, op->ticket, memory_order_release);
         free(op);
@@ -708,27 +702,6 @@ static collar_status_t sim_copy_async(void *dst, const void *src, size_t bytes,
     return st;
 }
 
-static collar_status_t sim_reduce_async(void *inout, const void *in,
-                                        size_t count, collar_dtype_t dt,
-                                        collar_op_t op_id, int stream,
-                                        collar_event_t *done)
-{
-    if (!collar_reduce_supported(dt, op_id)) {
-        return COLLAR_ERR_UNSUPPORTED;
-    }
-    sim_op_t *op = calloc(1, sizeof(*op));
-    if (op == NULL) {
-        return COLLAR_ERR_NO_MEMORY;
-    }
-    op->kind = SIM_REDUCE;
-    op->dst = inout;
-    op->src = in;
-    op->count = count;
-    op->dt = dt;
-    op->op = op_id;
-    return sim_enqueue(op, stream, done);
-}
-
 static collar_status_t sim_reduce_n_async(void *dst, const void *const *src,
                                           int n, size_t count, collar_dtype_t dt,
                                           collar_op_t op_id, int stream,
@@ -744,7 +717,7 @@ static collar_status_t sim_reduce_n_async(void *dst, const void *const *src,
     if (op == NULL) {
         return COLLAR_ERR_NO_MEMORY;
     }
-    op->kind = SIM_REDUCE_N;
+    op->kind = SIM_REDUCE;
     op->dst = dst;
     op->nsrc = n;
     for (int k = 0; k < n; k++) {
@@ -754,6 +727,18 @@ static collar_status_t sim_reduce_n_async(void *dst, const void *const *src,
     op->dt = dt;
     op->op = op_id;
     return sim_enqueue(op, stream, done);
+}
+
+/* The pair inout = in op inout is the reduction of the two inputs
+ * {inout, in} into inout (in may be inout itself: sim_reduce_n reduces
+ * a block of dst with itself then, as collar_reduce_host allows). */
+static collar_status_t sim_reduce_async(void *inout, const void *in,
+                                        size_t count, collar_dtype_t dt,
+                                        collar_op_t op_id, int stream,
+                                        collar_event_t *done)
+{
+    const void *src[2] = { inout, in };
+    return sim_reduce_n_async(inout, src, 2, count, dt, op_id, stream, done);
 }
 
 static collar_status_t sim_event_query(collar_event_t *ev)
