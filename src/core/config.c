@@ -221,9 +221,9 @@ static const cfg_row_t table[] = {
     { "COLLAR_SIM_DEVICE_BANDWIDTH", CFG_SIZE, "0",
       "sim device: bandwidth of device memory in bytes per second (K, M, G "
       "suffixes): device-to-device copies, reductions (which move three times "
-      "their bytes; of n inputs, n + 1 times) and reads of a peer's IPC memory take that long; "
-      "COLLAR_SIM_BANDWIDTH is the link between host and device; 0: as fast "
-      "as memcpy.",
+      "their bytes; of n inputs, n + 1 times) and reads of a peer's IPC "
+      "memory take that long; COLLAR_SIM_BANDWIDTH is the link between host "
+      "and device; 0: as fast as memcpy.",
       FIELD(sim_device_bandwidth), NULL, 0, 0 },
     { "COLLAR_SIM_NODE_SIZE", CFG_LONG, "0",
       "sim device: processes are taken to be on nodes of this many "

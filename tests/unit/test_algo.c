@@ -444,6 +444,15 @@ static void test_ipc_eligible(void)
     }
 }
 
+/* Node rank r's view of a region of n ranks whose areas are peer[0 .. n-1]
+ * (never run: only the schedules' pointers matter). */
+static ipc_region_t fake_region(int n, int r, char **peer)
+{
+    ipc_region_t g = { .refs = 1, .dev = dev, .n = n, .rank = r,
+                       .cap = IPC_MIN_CAP, .own = peer[r], .peer = peer };
+    return g;
+}
+
 /*
  * hier's schedule for every node shape of up to 4 ranks a node: node rank r
  * of a node of n ranks, m ranks on the smallest node.  The owners (r < m)
@@ -463,14 +472,7 @@ static void test_hier_build(void)
         for (int m = 1; m <= n; m++) {
             for (int r = 0; r < n; r++) {
                 for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
-                    ipc_region_t *g = calloc(1, sizeof(*g));
-                    g->refs = 1;
-                    g->dev = dev;
-                    g->n = n;
-                    g->rank = r;
-                    g->cap = IPC_MIN_CAP;
-                    g->own = peer[r];
-                    g->peer = peer;
+                    ipc_region_t region = fake_region(n, r, peer), *g = &region;
                     ipc_state_t st = { .region = g };
                     collar_comm_t comm = {
                         .private_comm = MPI_COMM_NULL, .refs = 1, .size = 2 * n,
@@ -540,7 +542,6 @@ static void test_hier_build(void)
                                m, r);
                     collar_sched_destroy(s);
                     UNIT_CHECK(g->refs == 1, "the schedule gave the region back");
-                    free(g);
                 }
             }
         }
@@ -548,8 +549,7 @@ static void test_hier_build(void)
     /* Over an MPI library that takes device pointers: one allreduce of the
      * slice in IPC memory, no staging copies. */
     {
-        ipc_region_t g = { .refs = 1, .dev = dev, .n = 2, .rank = 1,
-                           .cap = IPC_MIN_CAP, .own = peer[1], .peer = peer };
+        ipc_region_t g = fake_region(2, 1, peer);
         ipc_state_t st = { .region = &g };
         collar_comm_t comm = {
             .private_comm = MPI_COMM_NULL, .refs = 1, .size = 4, .rank = 1,
@@ -626,14 +626,7 @@ static void test_ipc_reduce_n(void)
     for (int n = 1; n <= 11; n++) {
         for (int twoshot = 0; twoshot < 2; twoshot++) {
             const int r = n / 2;
-            ipc_region_t *g = calloc(1, sizeof(*g));
-            g->refs = 1;
-            g->dev = dev;
-            g->n = n;
-            g->rank = r;
-            g->cap = IPC_MIN_CAP;
-            g->own = peer[r];
-            g->peer = peer;
+            ipc_region_t region = fake_region(n, r, peer), *g = &region;
             ipc_state_t st = { .region = g };
             collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = n,
                                    .rank = r, .node_rank = r, .node_size = n,
@@ -689,7 +682,6 @@ static void test_ipc_reduce_n(void)
             UNIT_CHECK(groups == (n > 1 ? 1 + (n - 1) / COLLAR_REDUCE_N_MAX : 0),
                        "n %d: %d groups", n, groups);
             collar_sched_destroy(s);
-            free(g);
         }
     }
     free(sbuf);
