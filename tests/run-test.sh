@@ -62,10 +62,7 @@ else
     timeout_s=${TEST_TIMEOUT:-300}
 fi
 last_output=$(mktemp)
-# Every log ends with the test's time, for the CI stages' list of the
-# slowest tests (tests/ci-extra.sh slowest_tests).
-test_t0=$(date +%s)
-trap 'rm -f "$last_output"; echo "test time: $(($(date +%s) - test_t0)) s"' EXIT
+trap 'rm -f "$last_output"' EXIT
 
 skip() {
     echo "SKIP: $*"
@@ -181,5 +178,11 @@ mpi_expect() {
     fi
 }
 
-set -e
-. "$test_file"
+# The test runs in a subshell under set -e (its own EXIT traps stay its
+# own); every log ends with its time, for the CI stages' list of the
+# slowest tests (tests/slowest-tests.sh).
+test_t0=$(date +%s)
+( set -e; . "$test_file" )
+rc=$?
+echo "test time: $(($(date +%s) - test_t0)) s"
+exit $rc
