@@ -46,13 +46,24 @@ int collar_set_algorithm(const char *name, size_t chunk);
 
 /*
  * The algorithm that ran the calling thread's last MPI_Allreduce (any
- * binding) that collar selected an algorithm for, after every fallback:
+ * binding) that collar selected an algorithm for, after every fallback
+ * (of a nonblocking ipc or hier call whose IPC memory is still being
+ * registered: the algorithm selected, before that registration's outcome):
  * "native", "staged", "chunked", "ring", "ipc" or "hier"; NULL before the
  * first.  Every rank of the communicator gets the same answer (fallbacks
  * are agreed).  For tools: collar-tune checks with it that the candidate
  * it measures is the one that ran.
  */
 const char *collar_last_algorithm(void);
+
+/*
+ * The communicators collar holds now for the application's: one private
+ * duplicate per communicator that carried a device allreduce (none for
+ * communicators with host buffers only), plus hier's two on a
+ * communicator that spans nodes once hier has run there.  For tests and
+ * for a program that counts its context ids.
+ */
+int collar_communicators(void);
 
 #ifdef __cplusplus
 }

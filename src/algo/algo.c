@@ -78,8 +78,7 @@ static void type_remember(MPI_Datatype dt, uintptr_t bits)
     }
 }
 
-collar_status_t collar_call_validate(const collar_call_t *call,
-                                     const collar_comm_t *comm)
+collar_status_t collar_call_validate(const collar_call_t *call)
 {
     if (call->cdt != COLLAR_DT_NONE && call->cop != COLLAR_OP_NONE) {
         return collar_reduce_supported(call->cdt, call->cop)
@@ -96,8 +95,9 @@ collar_status_t collar_call_validate(const collar_call_t *call,
         collar_debug(COLL, "asking the MPI library whether it takes this "
                      "derived datatype%s", ask_op ? " with this op" : "");
         MPI_Request req;
-        if (PMPI_Isend(call->rbuf, 1, call->dtype, MPI_PROC_NULL, 0, comm->private_comm,
-                       &req) != MPI_SUCCESS) {
+        if (probe == MPI_COMM_NULL
+            || PMPI_Isend(call->rbuf, 1, call->dtype, MPI_PROC_NULL, 0, probe,
+                          &req) != MPI_SUCCESS) {
             return COLLAR_ERR_INVALID;
         }
         PMPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -186,4 +186,66 @@ collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg)
         break;
     }
     return NULL;
+}
+
+/* "1 MiB", "64 KiB", "12 B": the power-of-two range a size falls in. */
+static void size_range(size_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    size_t low = 1;
+    while (low <= bytes / 2) {
+        low *= 2;
+    }
+    if (bytes == 0) {
+        low = 0;
+    }
+    int u = 0;
+    size_t v = low;
+    while (v >= 1024 && v % 1024 == 0 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%zu %s", v, units[u]);
+}
+
+void collar_algo_log_choice(int rank, const collar_select_key_t *key,
+                            const collar_plan_t *plan)
+{
+    if (!collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL)
+        && !(plan->fallback != NULL && collar_stats_on)) {
+        return;
+    }
+    char range[32];
+    size_range(key->bytes, range, sizeof(range));
+    char once[160];
+    snprintf(once, sizeof(once), "choice %d %s %d %d %s", key->comm_size, range,
+             (int)key->mem, (int)plan->alg, plan->fallback ? plan->fallback : "");
+    if (!collar_log_first(once)) {
+        return;
+    }
+    if (rank != 0 && !collar_log_enabled(COLLAR_LOG_DEBUG, COLLAR_SUB_COLL)) {
+        return;
+    }
+    char why[600];
+    collar_plan_describe(plan, why, sizeof(why));
+    char alg[64];
+    if (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING) {
+        size_t chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
+        snprintf(alg, sizeof(alg), "%s chunk=%zu", collar_alg_name(plan->alg), chunk);
+    } else if (plan->alg == COLLAR_ALG_IPC) {
+        snprintf(alg, sizeof(alg), "ipc oneshot=%zu", collar_algo_ipc_oneshot(plan));
+    } else if (plan->alg == COLLAR_ALG_HIER) {
+        size_t chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
+        snprintf(alg, sizeof(alg), "hier chunk=%zu", chunk);
+    } else {
+        snprintf(alg, sizeof(alg), "%s", collar_alg_name(plan->alg));
+    }
+    if (plan->fallback != NULL) {
+        collar_info(COLL, "allreduce %d ranks %s+ %s: %s (%s; fallback %s)",
+                    key->comm_size, range, collar_mem_kind_name(key->mem),
+                    alg, why, plan->fallback);
+    } else {
+        collar_info(COLL, "allreduce %d ranks %s+ %s: %s (%s)", key->comm_size,
+                    range, collar_mem_kind_name(key->mem), alg, why);
+    }
 }

@@ -51,8 +51,9 @@ collar_status_t collar_call_describe(collar_call_t *call);
  *   - a predefined op on a predefined type it is not defined for;
  *   - a derived datatype the library refuses to send (e.g. uncommitted),
  *     probed with a one-element send to MPI_PROC_NULL (no data moves; a
- *     zero-count send is not checked by MPICH) on the private
- *     communicator, whose errors return to collar.
+ *     zero-count send is not checked by MPICH) on collar's duplicate of
+ *     MPI_COMM_SELF, whose errors return to collar (a check that needs
+ *     no private communicator, made before any is).
  *   - a predefined op on a derived datatype the library refuses (some
  *     accept it), probed with a one-rank in-place allreduce (no data moves)
  *     on collar's duplicate of MPI_COMM_SELF.
@@ -60,8 +61,7 @@ collar_status_t collar_call_describe(collar_call_t *call);
  * datatype (it goes away with the type, so a reused handle asks again):
  * a derived type pays for them on its first call only (algo.c).
  */
-collar_status_t collar_call_validate(const collar_call_t *call,
-                                     const collar_comm_t *comm);
+collar_status_t collar_call_validate(const collar_call_t *call);
 
 typedef collar_status_t (*collar_algo_build_fn_t)(const collar_call_t *call,
                                                   const collar_plan_t *plan,
@@ -102,17 +102,14 @@ size_t collar_algo_ipc_oneshot(const collar_plan_t *plan);
 int collar_algo_ipc_eligible_call(const collar_call_t *call);
 /*
  * The rest of ipc's eligibility, which needs the communicator: all its
- * ranks on one node, and an IPC region large enough for the call that
- * every rank could map.  Registers (or grows) the region when needed:
- * collective over the communicator, so called by every rank in the same
- * call (after collar_algo_eligible; nothing else changes plan->alg to or
- * from ipc).  Otherwise plan->alg becomes chunked, with the reason in
- * plan->fallback, on every rank alike (an allreduce at registration).
- * `progress` advances collar's other operations while it waits.
+ * ranks on one node (known locally: collar_comm_t's node fields).
+ * Otherwise plan->alg becomes chunked, with the reason in plan->fallback,
+ * on every rank alike.  The IPC region is the builder's affair
+ * (collar_ipc_start): a registration that fails makes the call chunked
+ * then, on every rank alike.
  */
-void collar_algo_ipc_eligible(const collar_call_t *call, collar_comm_t *comm,
-                              collar_check_progress_fn_t progress,
-                              collar_plan_t *plan);
+void collar_algo_ipc_eligible(const collar_call_t *call,
+                              const collar_comm_t *comm, collar_plan_t *plan);
 
 /*
  * hier: for a communicator that spans nodes (src/algo/hier.c): within each
@@ -126,22 +123,22 @@ collar_status_t collar_algo_hier_build(const collar_call_t *call,
                                        const collar_plan_t *plan,
                                        collar_sched_t *sched);
 /*
- * The MPI_MIN of `value` over every rank of the communicator, in *out,
- * issued in the communicator's turn like a schedule's collectives (it may
- * come while operations on the communicator are outstanding).  COLLAR_OK,
- * or an error (then *out is not to be used).
+ * Run fn(comm) in the communicator's turn (every operation started before
+ * has issued its internal collectives; none started after issues any until
+ * fn returns), advancing collar's operations while it waits.  For set-up
+ * collectives inside a blocking allreduce (src/interpose/progress.c).
  */
-typedef collar_status_t (*collar_agree_min_fn_t)(collar_comm_t *comm, int value,
-                                                 int *out);
+typedef collar_status_t (*collar_in_turn_fn_t)(collar_comm_t *comm,
+                                               void (*fn)(collar_comm_t *comm));
 /*
  * The rest of hier's eligibility, which needs the communicator, like
  * collar_algo_ipc_eligible: a communicator on one node runs ipc; one whose
- * ranks cannot be grouped by node, or without IPC memory on some node,
- * runs chunked (every rank alike: `agree` makes the nodes' outcomes one).
+ * ranks cannot be grouped by node runs chunked.  hier's communicators are
+ * made by the first blocking allreduce (`blocking`) that selects hier,
+ * through `in_turn`; until then, and when they cannot be made, chunked.
  */
 void collar_algo_hier_eligible(const collar_call_t *call, collar_comm_t *comm,
-                               collar_check_progress_fn_t progress,
-                               collar_agree_min_fn_t agree,
+                               int blocking, collar_in_turn_fn_t in_turn,
                                collar_plan_t *plan);
 
 /*
@@ -211,6 +208,14 @@ void collar_algo_eligible(const collar_call_t *call, int mpi_cuda_aware,
                           collar_plan_t *plan);
 
 /* The builder of `alg`, or NULL for native (no schedule). */
+/* Say which algorithm runs, once per (ranks, size range, memory,
+ * algorithm): from rank 0 (`rank`: in the communicator; all ranks choose
+ * alike), or
+ * from every rank at debug level.  For ipc and hier, once the region's
+ * registration says whether they run (collar_ipc_start). */
+void collar_algo_log_choice(int rank, const collar_select_key_t *key,
+                            const collar_plan_t *plan);
+
 collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg);
 
 #endif /* COLLAR_ALGO_H */

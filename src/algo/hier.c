@@ -8,8 +8,9 @@
  * The message is cut into m slices of whole elements, m the number of
  * ranks on the smallest node (collar_block_range: remainders to the low
  * slices); on every node, node rank j < m owns slice j.  Ranks with the
- * same node rank form the cross communicator (comm->cross_comm, made when
- * the state of the communicator was); node ranks >= m own nothing: on a
+ * same node rank form the cross communicator (comm->cross_comm, made at
+ * hier's first blocking allreduce on the communicator, in its turn); node
+ * ranks >= m own nothing: on a
  * node larger than the smallest they only give their input and take the
  * result.  With n the node's ranks and peer[i] node rank i's region:
  *
@@ -45,35 +46,52 @@
  * has finished the previous call's steps.
  *
  * Falls back (collar_algo_hier_eligible): one node -> ipc; ranks that
- * cannot be grouped by node (no node communicator, or the communicators of
- * hier could not be made) -> chunked; a node without IPC memory -> chunked
- * on every node (the nodes' outcomes are agreed over the communicator).
+ * cannot be grouped by node (a process outside MPI_COMM_WORLD, a rank
+ * without a device backend) or whose communicators of hier could not be
+ * made or are not made yet (a nonblocking or persistent allreduce before
+ * the first blocking one) -> chunked; a node without IPC memory -> chunked
+ * on every node (the registration's agreement spans the communicator).
  */
 #include "config.h"
 #include "ipc_int.h"
 
 void collar_algo_hier_eligible(const collar_call_t *call, collar_comm_t *comm,
-                               collar_check_progress_fn_t progress,
-                               collar_agree_min_fn_t agree,
+                               int blocking, collar_in_turn_fn_t in_turn,
                                collar_plan_t *plan)
 {
     if (plan->alg != COLLAR_ALG_HIER) {
         return;
     }
-    /* Every rank knows these (agreed when the state was made; one_node and
-     * node_sched each imply a node communicator). */
-    if (comm->one_node) {
+    /* Every rank knows these alike: the nodes from the table of MPI_Init,
+     * hier_made from the blocking allreduces before this call. */
+    if (comm->one_node && comm->node_known) {
         plan->alg = COLLAR_ALG_IPC;
         plan->fallback = "hier -> ipc: the communicator is one node";
-        collar_algo_ipc_eligible(call, comm, progress, plan);
+        collar_algo_ipc_eligible(call, comm, plan);
         return;
     }
-    if (comm->node_min <= 0 || comm->node_sched == MPI_COMM_NULL) {
+    if (!comm->node_known || comm->node_min <= 0) {
         plan->alg = COLLAR_ALG_CHUNKED;
         plan->fallback = "hier -> chunked: the ranks cannot be grouped by node";
         return;
     }
-    collar_ipc_prepare(call, comm, progress, agree, plan);
+    if (comm->hier_made == 0 && blocking && in_turn != NULL) {
+        /* A blocking allreduce: every rank is here, in this call. */
+        if (in_turn(comm, collar_comm_make_hier) != COLLAR_OK) {
+            comm->hier_made = -1;
+        }
+    }
+    if (comm->hier_made == 0) {
+        plan->alg = COLLAR_ALG_CHUNKED;
+        plan->fallback = "hier -> chunked: hier makes its communicators (per "
+                         "node, across nodes) at its first blocking allreduce "
+                         "on the communicator, not in a nonblocking or "
+                         "persistent one";
+    } else if (comm->hier_made < 0) {
+        plan->alg = COLLAR_ALG_CHUNKED;
+        plan->fallback = "hier -> chunked: the MPI library could not make the "
+                         "communicators of hier (per node, across nodes)";
+    }
 }
 
 /*
@@ -150,18 +168,12 @@ static collar_status_t add_across(const collar_call_t *call,
     return COLLAR_OK;
 }
 
-collar_status_t collar_algo_hier_build(const collar_call_t *call,
-                                       const collar_plan_t *plan,
-                                       collar_sched_t *s)
+/* hier's own steps, on a registered region. */
+static collar_status_t hier_steps(const collar_call_t *call,
+                                  const collar_plan_t *plan, collar_sched_t *s,
+                                  ipc_op_t *op)
 {
     const collar_comm_t *comm = s->comm;
-    if (comm->node_sched == MPI_COMM_NULL || comm->node_min <= 0) {
-        return COLLAR_ERR_INVALID;   /* collar_algo_hier_eligible decides */
-    }
-    ipc_op_t *op = collar_ipc_op_attach(call, s);
-    if (op == NULL) {
-        return COLLAR_ERR_INVALID;
-    }
     const ipc_region_t *g = op->region;
     const int m = comm->node_min;
     const int stream = (int)(s->seq % (uint64_t)s->dev->nstreams());
@@ -189,4 +201,16 @@ collar_status_t collar_algo_hier_build(const collar_call_t *call,
     COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_NODE, done, &c2));
     COLLAR_CHECK(collar_ipc_add_gather(s, call, g, m, stream, c2));
     return collar_sched_add_agree(s, 1);
+}
+
+collar_status_t collar_algo_hier_build(const collar_call_t *call,
+                                       const collar_plan_t *plan,
+                                       collar_sched_t *s)
+{
+    const collar_comm_t *comm = s->comm;
+    if (comm->node_sched == MPI_COMM_NULL || comm->node_min <= 0
+        || call->type_size <= 0) {
+        return COLLAR_ERR_INVALID;   /* collar_algo_hier_eligible decides */
+    }
+    return collar_ipc_start(call, plan, s, hier_steps);
 }

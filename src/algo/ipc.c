@@ -112,6 +112,7 @@ void collar_ipc_region_unref(ipc_region_t *g)
     if (g->own != NULL) {
         g->dev->ipc_free(g->own);
     }
+    free(g->cards);
     free(g->peer);
     free(g);
 }
@@ -123,81 +124,87 @@ static void ipc_state_release(void *arg)
     free(st);
 }
 
-/* Wait for a request of the registration, advancing collar's other
- * operations meanwhile (a peer may need them to reach this call). */
-static int ipc_wait(MPI_Request *req, collar_check_progress_fn_t progress)
+/*
+ * Registration, as steps of the schedule of the call that needs a region
+ * (nothing waits for another rank outside the schedule): this rank has
+ * allocated its memory when the schedule was built; it sends its card
+ * (handle, device, code) to every peer of its node and receives theirs,
+ * point to point on the private communicator; maps every peer's memory
+ * (ipc_open_step); all ranks of the communicator agree on the outcome
+ * (MPI_MIN of the codes, every node at once for hier); the continuation
+ * (ipc_continue) then records it, lets the backend drop the names
+ * (ipc_published: every peer has opened the handle or given up) and
+ * appends the algorithm's steps, or chunked's when the outcome is not
+ * IPC_OK.  The steps are `once`: a persistent operation registers at its
+ * first start only.
+ */
+
+/* A new region of `cap` bytes an area, its own memory allocated and its
+ * card filled (a code other than IPC_OK when it cannot take part). */
+static ipc_region_t *ipc_region_new(const collar_comm_t *comm,
+                                    const collar_device_t *dev, size_t cap)
 {
-    for (;;) {
-        int flag = 0;
-        int rc = PMPI_Test(req, &flag, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS || flag) {
-            return rc;
+    const int n = comm->node_size;
+    ipc_region_t *g = calloc(1, sizeof(*g));
+    if (g == NULL) {
+        return NULL;
+    }
+    g->peer = calloc((size_t)n, sizeof(*g->peer));
+    g->cards = calloc((size_t)n, sizeof(ipc_card_t));
+    if (g->peer == NULL || g->cards == NULL) {
+        free(g->peer);
+        free(g->cards);
+        free(g);
+        return NULL;
+    }
+    g->refs = 1;   /* the communicator's */
+    g->dev = dev;
+    g->n = n;
+    g->rank = comm->node_rank;
+    g->cap = cap;
+    ipc_card_t *mine = &((ipc_card_t *)g->cards)[g->rank];
+    mine->code = IPC_OK;
+    if (dev->ipc_alloc == NULL) {
+        mine->code = IPC_NO_BACKEND;
+    } else if (dev->ipc_alloc(2 * cap, (void **)&g->own, &mine->handle) != COLLAR_OK) {
+        collar_info(MEM, "ipc: cannot allocate %zu bytes of IPC memory", 2 * cap);
+        g->own = NULL;
+        mine->code = IPC_NO_MEMORY;
+    } else {
+        dev->ipc_where(g->own, mine->where, sizeof(mine->where));
+        mine->where[sizeof(mine->where) - 1] = '\0';
+    }
+    g->code_in = mine->code;
+    return g;
+}
+
+/* Peers' memory given back and the own freed (a registration that did
+ * not succeed, or the last reference). */
+static void ipc_region_release(ipc_region_t *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        if (i != g->rank && g->peer[i] != NULL) {
+            g->dev->ipc_close(g->peer[i]);
         }
-        if (progress == NULL || !progress()) {
-            sched_yield();
-        }
+        g->peer[i] = NULL;
+    }
+    if (g->own != NULL) {
+        g->dev->ipc_free(g->own);
+        g->own = NULL;
     }
 }
 
-/*
- * Set up a region of `cap` bytes an area, collectively over the node
- * (every rank of the communicator: the caller checked comm->one_node):
- * allocate, exchange handles (allgather), map every peer's, agree
- * (allreduce MPI_MIN of the codes), then let the backend drop the names
- * (ipc_published).  Returns the agreed code; *out the region when IPC_OK.
- */
-static int ipc_register(collar_comm_t *comm, const collar_device_t *dev,
-                        size_t cap, collar_check_progress_fn_t progress,
-                        ipc_region_t **out)
+/* The CALL step that maps the peers' memory, once their cards are here
+ * (the receives: op->nrecv steps from op->first_recv). */
+static collar_status_t ipc_open_step(collar_sched_t *s, void *arg)
 {
-    const int n = comm->node_size;
-    int code = IPC_OK, agreed = IPC_NO_MAP;
-    MPI_Request req;
-    ipc_card_t mine;
-    memset(&mine, 0, sizeof(mine));
-    *out = NULL;
-
-    ipc_region_t *g = calloc(1, sizeof(*g));
-    ipc_card_t *cards = calloc((size_t)n, sizeof(*cards));
-    if (g != NULL) {
-        g->peer = calloc((size_t)n, sizeof(*g->peer));
+    ipc_op_t *op = arg;
+    ipc_region_t *g = op->region;
+    if (!collar_sched_steps_done(s, op->first_recv, op->nrecv)) {
+        return COLLAR_INPROGRESS;
     }
-    if (g == NULL || cards == NULL || g->peer == NULL) {
-        code = IPC_NO_MEMORY;   /* still takes part in the collectives */
-    } else {
-        g->refs = 1;
-        g->dev = dev;
-        g->n = n;
-        g->rank = comm->node_rank;
-        g->cap = cap;
-    }
-    if (code == IPC_OK && dev->ipc_alloc == NULL) {
-        code = IPC_NO_BACKEND;
-    }
-    if (code == IPC_OK) {
-        if (dev->ipc_alloc(2 * cap, (void **)&g->own, &mine.handle) != COLLAR_OK) {
-            collar_info(MEM, "ipc: cannot allocate %zu bytes of IPC memory", 2 * cap);
-            g->own = NULL;
-            code = IPC_NO_MEMORY;
-        } else {
-            dev->ipc_where(g->own, mine.where, sizeof(mine.where));
-            mine.where[sizeof(mine.where) - 1] = '\0';
-        }
-    }
-    mine.code = code;
-
-    ipc_card_t dummy;
-    int rc = PMPI_Iallgather(&mine, (int)sizeof(mine), MPI_BYTE,
-                             cards != NULL ? (void *)cards : (void *)&dummy,
-                             cards != NULL ? (int)sizeof(mine) : 0, MPI_BYTE,
-                             comm->node_comm, &req);
-    if (rc == MPI_SUCCESS) {
-        rc = ipc_wait(&req, progress);
-    }
-    if (rc != MPI_SUCCESS) {
-        code = IPC_NO_MAP < code ? IPC_NO_MAP : code;
-    }
-    for (int i = 0; code == IPC_OK && i < n; i++) {
+    ipc_card_t *cards = g->cards;
+    for (int i = 0; g->code_in == IPC_OK && i < g->n; i++) {
         if (i == g->rank) {
             g->peer[i] = g->own;
             continue;
@@ -206,95 +213,176 @@ static int ipc_register(collar_comm_t *comm, const collar_device_t *dev,
         if (cards[i].code != IPC_OK) {
             break;   /* that rank says why; the agreement takes its code */
         }
-        if (!dev->ipc_reachable(cards[i].where)) {
+        if (s->status != COLLAR_OK) {
+            g->code_in = IPC_NO_MAP;   /* a message of the exchange failed */
+        } else if (!g->dev->ipc_reachable(cards[i].where)) {
             collar_info(MEM, "ipc: rank %d's device (%s) cannot be reached "
                         "from this one", i, cards[i].where);
-            code = IPC_NO_MAP;
-        } else if (dev->ipc_open(&cards[i].handle, (void **)&g->peer[i])
+            g->code_in = IPC_NO_MAP;
+        } else if (g->dev->ipc_open(&cards[i].handle, (void **)&g->peer[i])
                    != COLLAR_OK) {
             collar_info(MEM, "ipc: cannot map the IPC memory of rank %d", i);
             g->peer[i] = NULL;
-            code = IPC_NO_MAP;
+            g->code_in = IPC_NO_MAP;
         }
     }
+    return COLLAR_OK;
+}
 
-    rc = PMPI_Iallreduce(&code, &agreed, 1, MPI_INT, MPI_MIN, comm->node_comm, &req);
-    if (rc == MPI_SUCCESS) {
-        rc = ipc_wait(&req, progress);
-    }
-    if (rc != MPI_SUCCESS) {
-        agreed = IPC_NO_MAP < code ? IPC_NO_MAP : code;
-        collar_error(COLL, "ipc: the registration's agreement failed (MPI "
-                     "error %d)", rc);
-    }
-    /* Every peer has opened the own handle or given up on it. */
-    if (g != NULL && g->own != NULL) {
-        dev->ipc_published(g->own);
-    }
-    free(cards);
-    if (agreed != IPC_OK) {
-        if (g != NULL && g->peer == NULL) {
-            free(g);
-        } else {
-            collar_ipc_region_unref(g);
+/* Adds the registration of op->region (fresh, this call's) to `s`.  *last:
+ * the agreement. */
+static collar_status_t ipc_add_registration(collar_sched_t *s, ipc_op_t *op,
+                                            int *last)
+{
+    ipc_region_t *g = op->region;
+    const collar_comm_t *comm = s->comm;
+    ipc_card_t *cards = g->cards;
+    collar_ring_tags_t tags;
+    const int tag = collar_ring_tags(comm->tag_ub, comm->size, s->seq, &tags)
+                    ? tags.base : 0;
+    op->first_recv = s->nsteps;
+    op->nrecv = 0;
+    for (int pass = 0; pass < 2; pass++) {   /* receives first, then sends */
+        for (int i = 0; i < g->n; i++) {
+            if (i == g->rank) {
+                continue;
+            }
+            collar_step_t t = { .kind = pass == 0 ? COLLAR_STEP_IRECV
+                                                  : COLLAR_STEP_ISEND,
+                                .once = 1 };
+            t.u.p2p.buf = pass == 0 ? (void *)&cards[i] : (void *)&cards[g->rank];
+            t.u.p2p.count = (int)sizeof(ipc_card_t);
+            t.u.p2p.dt = MPI_BYTE;
+            t.u.p2p.peer = comm->node_peers[i];
+            t.u.p2p.tag = tag;
+            COLLAR_CHECK(collar_sched_add(s, &t, NULL));
+            op->nrecv += pass == 0;
         }
-        return agreed;
     }
-    collar_debug(COLL, "ipc: %d ranks share %zu bytes of IPC memory each",
-                 n, 2 * cap);
-    *out = g;
-    return IPC_OK;
+    collar_step_t open = { .kind = COLLAR_STEP_CALL, .once = 1 };
+    open.u.call.fn = ipc_open_step;
+    open.u.call.arg = op;
+    int opened;
+    COLLAR_CHECK(collar_sched_add(s, &open, &opened));
+    collar_step_t agree = { .kind = COLLAR_STEP_IALLREDUCE, .once = 1,
+                            .ndeps = 1, .deps = { opened } };
+    agree.u.allreduce.sbuf = &g->code_in;
+    agree.u.allreduce.rbuf = &g->code_out;
+    agree.u.allreduce.count = 1;
+    agree.u.allreduce.dt = MPI_INT;
+    agree.u.allreduce.op = MPI_MIN;
+    return collar_sched_add(s, &agree, last);
 }
 
-/* ipc_register, then (agree != NULL) the outcome made one over the whole
- * communicator.  *out keeps the region whatever the agreement says: the
- * caller drops it when the answer is not IPC_OK. */
-static int ipc_register_agreed(collar_comm_t *comm, const collar_device_t *dev,
-                               size_t cap, collar_check_progress_fn_t progress,
-                               collar_agree_min_fn_t agree, collar_alg_t alg,
-                               ipc_region_t **out)
+/* The registrar's end of a registration, after the agreement: its outcome
+ * on record for every call that waits for it. */
+static void ipc_registered(collar_sched_t *s, ipc_region_t *g, collar_alg_t alg)
 {
-    const int code = ipc_register(comm, dev, cap, progress, out);
-    if (agree == NULL) {
-        return code;
+    int code = g->code_out;
+    if (s->status != COLLAR_OK) {
+        code = IPC_NO_MAP < code ? IPC_NO_MAP : code;  /* the agreement failed */
     }
-    int all = IPC_NO_MAP;
-    if (agree(comm, code, &all) != COLLAR_OK) {
-        all = IPC_NO_MAP;
+    if (g->own != NULL) {
+        /* Every peer has opened the own handle or given up on it. */
+        g->dev->ipc_published(g->own);
     }
-    if (all != IPC_OK && code == IPC_OK) {
-        collar_info(COLL, "%s: another node could not set up its IPC memory",
-                    collar_alg_name(alg));
+    if (code != IPC_OK) {
+        ipc_region_release(g);
+        if (g->code_in == IPC_OK) {
+            collar_info(COLL, "%s: another %s could not set up its IPC memory",
+                        collar_alg_name(alg), alg == COLLAR_ALG_HIER ? "node" : "rank");
+        }
+    } else {
+        collar_debug(COLL, "ipc: %d ranks share %zu bytes of IPC memory each",
+                     g->n, 2 * g->cap);
     }
-    return all;
+    free(g->cards);
+    g->cards = NULL;
+    __atomic_store_n(&g->code, code, __ATOMIC_RELAXED);
+    __atomic_store_n(&g->done, 1, __ATOMIC_RELEASE);
 }
 
-void collar_ipc_prepare(const collar_call_t *call, collar_comm_t *comm,
-                        collar_check_progress_fn_t progress,
-                        collar_agree_min_fn_t agree, collar_plan_t *plan)
+/* The call's selection key, for the log line (collar_algo_log_choice). */
+static void ipc_log(const collar_sched_t *s, const ipc_op_t *op,
+                    const collar_plan_t *plan)
 {
-    const collar_alg_t alg = plan->alg;
+    const collar_select_key_t key = {
+        .coll = COLLAR_COLL_ALLREDUCE, .mem = op->call.mem,
+        .comm_size = s->comm->size, .bytes = op->call.bytes, .reducible = 1,
+    };
+    collar_algo_log_choice(s->comm->rank, &key, plan);
+}
+
+/* The algorithm's steps on a registered region; chunked's (staged's for
+ * a datatype that cannot be cut) when the registration failed, the reason
+ * said once and counted. */
+static collar_status_t ipc_build_now(ipc_op_t *op, collar_sched_t *s)
+{
+    const int code = op->region->code;
+    if (code == IPC_OK) {
+        ipc_log(s, op, &op->plan);
+        return op->steps(&op->call, &op->plan, s, op);
+    }
+    const collar_call_t *call = &op->call;
+    collar_plan_t p = op->plan;
+    p.fallback = collar_ipc_fallback_why(op->plan.alg, code);
+    p.alg = collar_call_chunkable(call) ? COLLAR_ALG_CHUNKED : COLLAR_ALG_STAGED;
+    ipc_log(s, op, &p);
+    collar_stats_fallback(p.fallback);
+    s->stats.alg = p.alg;   /* what the statistics record */
+    return p.alg == COLLAR_ALG_STAGED ? collar_algo_staged_build(call, &p, s)
+                                      : collar_algo_chunked_build(call, &p, s);
+}
+
+/* The continuation: once the region's outcome is known (this call's
+ * registration, or an earlier call's still running), the algorithm's
+ * steps, or chunked's. */
+static collar_status_t ipc_continue(collar_sched_t *s, void *arg)
+{
+    ipc_op_t *op = arg;
+    if (op->registrar) {
+        op->registrar = 0;
+        ipc_registered(s, op->region, op->plan.alg);
+    }
+    if (!__atomic_load_n(&op->region->done, __ATOMIC_ACQUIRE)) {
+        return COLLAR_INPROGRESS;
+    }
+    return ipc_build_now(op, s);
+}
+
+static void ipc_op_free(collar_sched_t *s)
+{
+    ipc_op_t *op = s->cleanup_arg;
+    if (op->registrar && op->region != NULL) {
+        /* Never reached its agreement (a schedule given up before it ran,
+         * the call failing): the calls that wait for the region fall back
+         * rather than wait for ever. */
+        op->region->code_out = IPC_NO_MAP;
+        ipc_registered(s, op->region, op->plan.alg);
+    }
+    collar_ipc_region_unref(op->region);
+    free(op);
+}
+
+/* The region this call uses, decided alike on every rank from what every
+ * rank has seen in the same order (the calls on the communicator and their
+ * sizes, never the timing): the latest region when it is large enough,
+ * registered or not yet, else a new one this call registers.  A failed
+ * registration is not tried again until a larger call comes. */
+static ipc_region_t *ipc_region_for(collar_comm_t *comm, const collar_call_t *call,
+                                    int *fresh)
+{
     ipc_state_t *st = comm->ipc;
+    *fresh = 0;
     if (st == NULL) {
         st = calloc(1, sizeof(*st));
         if (st == NULL) {
-            /* Nowhere to keep a region: still take part in the other
-             * ranks' registration (and agreement), then give it up. */
-            ipc_region_t *g = NULL;
-            (void)ipc_register_agreed(comm, call->dev, IPC_MIN_CAP, progress,
-                                      agree, alg, &g);
-            collar_ipc_region_unref(g);
-            plan->alg = COLLAR_ALG_CHUNKED;
-            plan->fallback = collar_ipc_fallback_why(alg, IPC_NO_MEMORY);
-            return;
+            return NULL;
         }
         comm->ipc = st;
         comm->ipc_release = ipc_state_release;
     }
-    if (st->failed == 0
-        && (st->region == NULL || st->region->cap < call->bytes)) {
-        /* Every rank sees the same bytes and the same region: all
-         * register in this call. */
+    if (st->region == NULL || st->region->cap < call->bytes) {
         size_t cap = collar_pool_round(call->bytes);
         if (cap == 0) {
             cap = call->bytes;
@@ -302,48 +390,71 @@ void collar_ipc_prepare(const collar_call_t *call, collar_comm_t *comm,
         if (cap < IPC_MIN_CAP) {
             cap = IPC_MIN_CAP;
         }
-        ipc_region_t *g = NULL;
-        const int code = ipc_register_agreed(comm, call->dev, cap, progress,
-                                             agree, alg, &g);
-        if (code == IPC_OK) {
-            collar_ipc_region_unref(st->region);  /* schedules keep theirs */
-            st->region = g;
-        } else {
-            collar_ipc_region_unref(g);
-            st->failed = code + 1;
+        ipc_region_t *g = ipc_region_new(comm, call->dev, cap);
+        if (g == NULL) {
+            return NULL;
         }
+        collar_ipc_region_unref(st->region);   /* schedules keep theirs */
+        st->region = g;
+        *fresh = 1;
     }
-    if (st->failed != 0) {
-        plan->alg = COLLAR_ALG_CHUNKED;
-        plan->fallback = collar_ipc_fallback_why(alg, st->failed - 1);
-    }
+    return st->region;
 }
 
-void collar_algo_ipc_eligible(const collar_call_t *call, collar_comm_t *comm,
-                              collar_check_progress_fn_t progress,
-                              collar_plan_t *plan)
+collar_status_t collar_ipc_start(const collar_call_t *call,
+                                 const collar_plan_t *plan, collar_sched_t *s,
+                                 collar_ipc_steps_fn_t steps)
 {
+    ipc_op_t *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    int fresh = 0;
+    op->region = ipc_region_for(s->comm, call, &fresh);
+    if (op->region == NULL) {
+        free(op);
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    __atomic_add_fetch(&op->region->refs, 1, __ATOMIC_RELAXED);
+    op->call = *call;
+    op->plan = *plan;
+    op->steps = steps;
+    op->registrar = fresh;
+    s->cleanup = ipc_op_free;
+    s->cleanup_arg = op;
+    if (__atomic_load_n(&op->region->done, __ATOMIC_ACQUIRE)) {
+        return ipc_build_now(op, s);
+    }
+    int dep = -1;
+    if (fresh) {
+        COLLAR_CHECK(ipc_add_registration(s, op, &dep));
+    }
+    collar_step_t cont = { .kind = COLLAR_STEP_CALL, .once = 1 };
+    cont.u.call.fn = ipc_continue;
+    cont.u.call.arg = op;
+    cont.u.call.extends = 1;
+    if (dep >= 0) {
+        cont.deps[cont.ndeps++] = dep;
+    }
+    return collar_sched_add(s, &cont, NULL);
+}
+
+void collar_algo_ipc_eligible(const collar_call_t *call,
+                              const collar_comm_t *comm, collar_plan_t *plan)
+{
+    (void)call;
     if (plan->alg != COLLAR_ALG_IPC) {
         return;
     }
-    if (!comm->one_node || comm->node_comm == MPI_COMM_NULL) {
-        /* Every rank knows (agreed when the state was made). */
+    if (!comm->one_node || !comm->node_known) {
+        /* Every rank knows (from the table of nodes of MPI_Init). */
         plan->alg = COLLAR_ALG_CHUNKED;
         plan->fallback = "ipc -> chunked: the communicator spans more than "
                          "one node";
-        return;
     }
-    collar_ipc_prepare(call, comm, progress, NULL, plan);
 }
 
 /* ---------------------------------------------------------------- schedule */
-
-static void ipc_op_free(collar_sched_t *s)
-{
-    ipc_op_t *op = s->cleanup_arg;
-    collar_ipc_region_unref(op->region);
-    free(op);
-}
 
 static collar_status_t add_step(collar_sched_t *s, collar_step_t *t, int dep1,
                                 int dep2, int *index)
@@ -356,24 +467,6 @@ static collar_status_t add_step(collar_sched_t *s, collar_step_t *t, int dep1,
         t->deps[t->ndeps++] = dep2;
     }
     return collar_sched_add(s, t, index);
-}
-
-ipc_op_t *collar_ipc_op_attach(const collar_call_t *call, collar_sched_t *s)
-{
-    const ipc_state_t *st = s->comm->ipc;
-    if (st == NULL || st->region == NULL || st->failed != 0
-        || st->region->cap < call->bytes || call->type_size <= 0) {
-        return NULL;
-    }
-    ipc_op_t *op = calloc(1, sizeof(*op));
-    if (op == NULL) {
-        return NULL;
-    }
-    op->region = st->region;
-    __atomic_add_fetch(&op->region->refs, 1, __ATOMIC_RELAXED);
-    s->cleanup = ipc_op_free;
-    s->cleanup_arg = op;
-    return op;
 }
 
 collar_status_t collar_ipc_add_copy(collar_sched_t *s, void *dst, const void *src,
@@ -487,15 +580,11 @@ collar_status_t collar_ipc_add_gather(collar_sched_t *s, const collar_call_t *ca
     return COLLAR_OK;
 }
 
-collar_status_t collar_algo_ipc_build(const collar_call_t *call,
-                                      const collar_plan_t *plan,
-                                      collar_sched_t *s)
+/* ipc's own steps, on a registered region. */
+static collar_status_t ipc_steps(const collar_call_t *call,
+                                 const collar_plan_t *plan, collar_sched_t *s,
+                                 ipc_op_t *op)
 {
-    ipc_op_t *op = collar_ipc_op_attach(call, s);
-    if (op == NULL) {
-        /* collar_algo_ipc_eligible decides, alike on every rank. */
-        return COLLAR_ERR_INVALID;
-    }
     const ipc_region_t *g = op->region;
     const int stream = (int)(s->seq % (uint64_t)s->dev->nstreams());
     const size_t in = 0, out = g->cap;
@@ -524,6 +613,17 @@ collar_status_t collar_algo_ipc_build(const collar_call_t *call,
     COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE, reduced, &c2));
     COLLAR_CHECK(collar_ipc_add_gather(s, call, g, g->n, stream, c2));
     return collar_sched_add_agree(s, 1);
+}
+
+collar_status_t collar_algo_ipc_build(const collar_call_t *call,
+                                      const collar_plan_t *plan,
+                                      collar_sched_t *s)
+{
+    if (!s->comm->one_node || call->type_size <= 0) {
+        /* collar_algo_ipc_eligible decides, alike on every rank. */
+        return COLLAR_ERR_INVALID;
+    }
+    return collar_ipc_start(call, plan, s, ipc_steps);
 }
 
 int collar_algo_ipc_eligible_call(const collar_call_t *call)

@@ -19,12 +19,20 @@ typedef struct {
     size_t                 cap;      /* bytes of each area (in, out) */
     char                  *own;      /* 2 * cap: in, then out */
     char                 **peer;     /* peer[i]: node rank i's region here */
+    /* Registration (ipc.c): done (atomic) once the outcome is known, the
+     * same on every rank of the communicator: code (IPC_OK, or why not;
+     * the memory is given back then).  code_in/code_out are the
+     * agreement's, cards the exchange's. */
+    int                    done;
+    int                    code;
+    int                    code_in, code_out;
+    void                  *cards;
 } ipc_region_t;
 
-/* comm->ipc */
+/* comm->ipc: the latest region registered (or registering, or failed),
+ * the one calls up to its size use. */
 typedef struct {
     ipc_region_t *region;
-    int           failed;   /* set once registration failed: its code + 1 */
 } ipc_state_t;
 
 /* The outcome of a registration (MPI_MIN of every rank's code). */
@@ -35,29 +43,38 @@ const char *collar_ipc_fallback_why(collar_alg_t alg, int code);
 
 void collar_ipc_region_unref(ipc_region_t *g);
 
-/*
- * The region for this call: registered (or grown) on every node when the
- * communicator has none large enough, collectively over the communicator.
- * The ranks of a node agree on the outcome at registration; `agree`, when
- * given, makes it the same on every rank of the communicator (`hier`:
- * nodes register apart).  When it fails, now or at an earlier call,
- * plan->alg becomes chunked with the reason.
- */
-void collar_ipc_prepare(const collar_call_t *call, collar_comm_t *comm,
-                        collar_check_progress_fn_t progress,
-                        collar_agree_min_fn_t agree, collar_plan_t *plan);
-
-/* Owned by a schedule: its reference on the region, the signals' ints. */
+/* Owned by a schedule: its reference on the region, the signals' ints,
+ * and what the continuation needs to build the steps once the region is
+ * registered. */
 #define IPC_SIGNALS 3
-typedef struct {
-    ipc_region_t *region;
-    int           sig_in[IPC_SIGNALS];
-    int           sig_out[IPC_SIGNALS];
+struct ipc_op;
+typedef collar_status_t (*collar_ipc_steps_fn_t)(const collar_call_t *call,
+                                                 const collar_plan_t *plan,
+                                                 collar_sched_t *s,
+                                                 struct ipc_op *op);
+typedef struct ipc_op {
+    ipc_region_t         *region;
+    int                   sig_in[IPC_SIGNALS];
+    int                   sig_out[IPC_SIGNALS];
+    collar_call_t         call;
+    collar_plan_t         plan;
+    collar_ipc_steps_fn_t steps;
+    int                   registrar;   /* this call registers the region */
+    int                   first_recv, nrecv;   /* its exchange's receives */
 } ipc_op_t;
 
-/* The schedule's reference on the communicator's region (freed with the
- * schedule); NULL when it cannot run (no region, too small). */
-ipc_op_t *collar_ipc_op_attach(const collar_call_t *call, collar_sched_t *s);
+/*
+ * The schedule of an ipc or hier call on `s` (which owns what it makes):
+ * the region this call uses (collar ipc.c: the latest when large enough,
+ * else a new one), and `steps` on it, built now when its registration is
+ * known, else by a continuation step after it (this call's registration
+ * steps, or an earlier call's registration still in flight).  When the
+ * registration failed, chunked's steps instead, the reason said once.
+ * Nothing waits for another rank here.
+ */
+collar_status_t collar_ipc_start(const collar_call_t *call,
+                                 const collar_plan_t *plan, collar_sched_t *s,
+                                 collar_ipc_steps_fn_t steps);
 
 /* Steps: a device copy after `dep` (-1: none); signal k, a one-int
  * allreduce on communicator `on` (collar_step_comm_t) after `dep`;

@@ -2,14 +2,29 @@
  * collar - private communicators.
  *
  * Internal traffic never runs on the user's communicator: each communicator
- * collar works on gets a private duplicate, made on first use (collectively:
- * every rank reaches the same first call) and cached on the user's
- * communicator as an attribute.
+ * collar runs an algorithm on gets one private duplicate, made at the first
+ * call that needs it and cached on the user's communicator as an
+ * attribute.  Communicators that only ever see host buffers (or only the
+ * staged collectives, which run on the user's communicator) get none.
  *
- * The duplicate is made with PMPI_Comm_split (one color, ranks in order),
- * not PMPI_Comm_dup: a dup runs the copy callbacks of the user's attributes
- * on it, which the application never asked for (and collar's own attribute
- * is not copied either way).
+ * Making it never waits for another rank where the application does not:
+ *   - in a blocking allreduce (every rank is in the same call, in the
+ *     application's order of collectives on the communicator): a
+ *     PMPI_Comm_split, which runs none of the user's attribute copy
+ *     callbacks, and one MPI_MIN allreduce of its outcome;
+ *   - in a nonblocking or persistent start: a PMPI_Comm_idup, issued at
+ *     the call, in the application's order; the communicator's schedules
+ *     wait for it (collar_comm_ready) without blocking anybody.  MPI has no
+ *     nonblocking duplicate that leaves attributes alone: the idup runs the
+ *     copy callbacks of the application's attributes once, and their
+ *     delete callbacks run when collar frees its duplicate.
+ * The user's error handler is not called for either: the user's
+ * communicator returns errors (MPI_ERRORS_RETURN) for the length of the
+ * call, and its handler is put back.  When the MPI library refuses (no
+ * context id left: MPICH has 2048 for a process), the state says
+ * COLLAR_COMM_NONE, collar says so once, and the communicator's calls are
+ * staged on the user's communicator, in the application's own collective
+ * (src/interpose/colls.c).
  *
  * Lifetime: the state is reference-counted.  The user's communicator holds
  * one reference, dropped by the attribute's delete callback (MPI_Comm_free,
@@ -23,17 +38,16 @@
  * attribute (collar_usercomm_t, made locally, also for the collectives
  * that need no private duplicate) keeps it.
  *
- * Nodes: when the state is made, MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
- * of the private communicator gives the ranks of this rank's node, and one
- * MPI_MIN allreduce whether the whole communicator is one node.  With
- * COLLAR_SIM_NODE_SIZE=k on the sim device the node is cut into pseudo-nodes
- * of k consecutive ranks (by rank in MPI_COMM_WORLD, so that a process is
- * on the same pseudo-node in every communicator), so that tests on one
- * machine see several nodes.  A communicator that spans nodes also gets
- * the two communicators of `hier` (comm_cross_nodes).  This happens on the
- * first call, when no
- * operation of the communicator is outstanding, so these collectives cannot
- * come between a schedule's.
+ * Nodes, without communication: at MPI_Init every process learns the node
+ * of every process of MPI_COMM_WORLD (MPI_Comm_split_type with
+ * MPI_COMM_TYPE_SHARED and one allgather, inside MPI_Init), and whether it
+ * has a device backend.  A communicator's nodes then follow from its group
+ * (MPI_Group_translate_ranks).  With COLLAR_SIM_NODE_SIZE=k on the sim
+ * device each node is cut into pseudo-nodes of k consecutive ranks of
+ * MPI_COMM_WORLD, so that tests on one machine see several nodes.  The
+ * communicators of `hier` are made only when hier runs, at its first
+ * blocking allreduce on a communicator that spans nodes
+ * (collar_comm_make_hier).
  */
 #include "config.h"
 #include "core.h"
@@ -47,6 +61,18 @@
 static int comm_keyval = MPI_KEYVAL_INVALID;
 static int usercomm_keyval = MPI_KEYVAL_INVALID;
 static MPI_Comm probe_comm = MPI_COMM_NULL;
+
+/* The node of every process of MPI_COMM_WORLD (a key: the node's first
+ * world rank, and the pseudo-node), and whether it has a device backend;
+ * NULL when it could not be learnt. */
+typedef struct {
+    int leader, sub, device;
+} node_card_t;
+static node_card_t *world_nodes;
+static int          world_size;
+
+/* Communicators collar holds for the application's (collar_comm_count). */
+static int comms_held;
 
 struct collar_usercomm {
     int            refs;        /* atomic: the communicator's, operations' */
@@ -120,6 +146,15 @@ void collar_comm_ref(collar_comm_t *c)
     __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
 }
 
+/* Free one of collar's communicators (counted). */
+static void comm_free_counted(MPI_Comm *c)
+{
+    if (*c != MPI_COMM_NULL) {
+        PMPI_Comm_free(c);
+        __atomic_sub_fetch(&comms_held, 1, __ATOMIC_RELAXED);
+    }
+}
+
 void collar_comm_unref(collar_comm_t *c)
 {
     if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0) {
@@ -128,18 +163,27 @@ void collar_comm_unref(collar_comm_t *c)
     if (c->ipc != NULL && c->ipc_release != NULL) {
         c->ipc_release(c->ipc);
     }
-    MPI_Comm *mine[3] = { &c->node_comm, &c->node_sched, &c->cross_comm };
-    for (int i = 0; i < 3; i++) {
-        if (*mine[i] != MPI_COMM_NULL) {
-            PMPI_Comm_free(mine[i]);
+    if (c->setup == COLLAR_COMM_PENDING) {
+        /* No operation ever waited for it (they hold references): the
+         * duplicate completes like the application's freeing, with every
+         * rank's. */
+        if (PMPI_Wait(&c->setup_req, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            c->private_comm = MPI_COMM_NULL;
+            __atomic_sub_fetch(&comms_held, 1, __ATOMIC_RELAXED);
         }
     }
-    if (c->private_comm != MPI_COMM_NULL) {
-        /* MPI_Comm_free is not collective in effect: each rank frees its
-         * handle when its own last operation is done. */
-        PMPI_Comm_free(&c->private_comm);
-    }
+    comm_free_counted(&c->node_sched);
+    comm_free_counted(&c->cross_comm);
+    /* MPI_Comm_free is not collective in effect: each rank frees its
+     * handle when its own last operation is done. */
+    comm_free_counted(&c->private_comm);
+    free(c->node_peers);
     free(c);
+}
+
+int collar_comm_count(void)
+{
+    return __atomic_load_n(&comms_held, __ATOMIC_RELAXED);
 }
 
 static int comm_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra)
@@ -241,7 +285,47 @@ int collar_usercomm_raise(collar_usercomm_t *u, MPI_Comm comm, int error)
     return error;
 }
 
-collar_status_t collar_comm_init(void)
+/* The table of nodes: collective over MPI_COMM_WORLD, inside MPI_Init. */
+static void learn_nodes(int has_device)
+{
+    int wrank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    MPI_Comm shared = MPI_COMM_NULL;
+    node_card_t mine = { .leader = -1, .device = has_device };
+    if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wrank,
+                             MPI_INFO_NULL, &shared) == MPI_SUCCESS) {
+        if (PMPI_Allreduce(&wrank, &mine.leader, 1, MPI_INT, MPI_MIN, shared)
+            != MPI_SUCCESS) {
+            mine.leader = -1;
+        }
+        PMPI_Comm_free(&shared);
+    }
+    const long k = collar_cfg.sim_node_size;
+    if (k > 0 && collar_cfg.device == COLLAR_DEVICE_SIM) {
+        /* By rank in MPI_COMM_WORLD: a node is a property of the process,
+         * the same in every communicator. */
+        mine.sub = (int)(wrank / k);
+    }
+    world_nodes = calloc((size_t)world_size, sizeof(*world_nodes));
+    node_card_t dummy;
+    const int ok = world_nodes != NULL;
+    if (PMPI_Allgather(&mine, (int)sizeof(mine), MPI_BYTE,
+                       ok ? (void *)world_nodes : (void *)&dummy,
+                       ok ? (int)sizeof(mine) : 0, MPI_BYTE, MPI_COMM_WORLD)
+        != MPI_SUCCESS && ok) {
+        free(world_nodes);
+        world_nodes = NULL;
+    }
+    for (int i = 0; world_nodes != NULL && i < world_size; i++) {
+        if (world_nodes[i].leader < 0) {
+            free(world_nodes);   /* some process has no node: none known */
+            world_nodes = NULL;
+        }
+    }
+}
+
+collar_status_t collar_comm_init(int has_device)
 {
     if (comm_keyval != MPI_KEYVAL_INVALID) {
         return COLLAR_OK;
@@ -261,6 +345,7 @@ collar_status_t collar_comm_init(void)
     } else {
         probe_comm = MPI_COMM_NULL;
     }
+    learn_nodes(has_device);
     return COLLAR_OK;
 }
 
@@ -291,28 +376,34 @@ void collar_comm_finalize(void)
     if (probe_comm != MPI_COMM_NULL) {
         PMPI_Comm_free(&probe_comm);
     }
+    free(world_nodes);
+    world_nodes = NULL;
 }
 
 /* The communicators of `hier` on a communicator that spans nodes, every
  * node holding at least c->node_min ranks: node_sched (the node's ranks,
  * for schedules) and cross_comm (the ranks with this node_rank on every
  * node, for node_rank < node_min).  Collective over the private
- * communicator; on failure both stay MPI_COMM_NULL, on every rank alike
- * (an MPI_MIN of the outcome), and `hier` falls back. */
-static void comm_cross_nodes(collar_comm_t *c)
+ * communicator, in its turn; on failure both stay MPI_COMM_NULL, on every
+ * rank alike (an MPI_MIN of the outcome), and `hier` falls back. */
+void collar_comm_make_hier(collar_comm_t *c)
 {
     int ok = 1, all = 0;
     const int color = c->node_rank < c->node_min ? c->node_rank : MPI_UNDEFINED;
     if (PMPI_Comm_split(c->private_comm, color, c->rank, &c->cross_comm)
         != MPI_SUCCESS) {
         c->cross_comm = MPI_COMM_NULL;
-        ok = color == MPI_UNDEFINED;
+        ok = 0;
     }
-    if (PMPI_Comm_split(c->node_comm, 0, c->node_rank, &c->node_sched)
-        != MPI_SUCCESS) {
+    /* The node's color: its first rank in the communicator. */
+    if (PMPI_Comm_split(c->private_comm, c->node_peers[0], c->node_rank,
+                        &c->node_sched) != MPI_SUCCESS) {
         c->node_sched = MPI_COMM_NULL;
         ok = 0;
     }
+    __atomic_add_fetch(&comms_held, (c->cross_comm != MPI_COMM_NULL)
+                                    + (c->node_sched != MPI_COMM_NULL),
+                       __ATOMIC_RELAXED);
     if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->private_comm)
         != MPI_SUCCESS) {
         all = 0;
@@ -320,82 +411,183 @@ static void comm_cross_nodes(collar_comm_t *c)
     if (!all) {
         collar_info(COLL, "cannot make the communicators of hier (per node "
                     "and across nodes); hier falls back");
-        if (c->cross_comm != MPI_COMM_NULL) {
-            PMPI_Comm_free(&c->cross_comm);
-        }
-        if (c->node_sched != MPI_COMM_NULL) {
-            PMPI_Comm_free(&c->node_sched);
-        }
-        c->node_min = 0;
+        comm_free_counted(&c->cross_comm);
+        comm_free_counted(&c->node_sched);
+        c->hier_made = -1;
         return;
     }
     if (c->cross_comm != MPI_COMM_NULL) {
         PMPI_Comm_set_errhandler(c->cross_comm, MPI_ERRORS_RETURN);
     }
     PMPI_Comm_set_errhandler(c->node_sched, MPI_ERRORS_RETURN);
+    c->hier_made = 1;
 }
 
-/* c->node_*: the node this rank is on, collectively over the private
- * communicator.  On failure: no node communicator, not one node. */
-static void comm_find_node(collar_comm_t *c)
+static int cmp_key(const void *a, const void *b)
 {
-    MPI_Comm shared = MPI_COMM_NULL;
-    c->node_comm = MPI_COMM_NULL;
-    c->node_sched = MPI_COMM_NULL;
-    c->cross_comm = MPI_COMM_NULL;
-    c->node_min = 0;
+    const long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* c->node_*, from the table of nodes, with no communication.  Unknown
+ * (node_known 0) when a process of the communicator is not in this
+ * process's MPI_COMM_WORLD: then every rank of it sees one that is not. */
+static void comm_find_node(collar_comm_t *c, MPI_Comm comm)
+{
+    c->node_known = 0;
     c->node_rank = 0;
     c->node_size = 1;
     c->one_node = 0;
-    int inter = 0;
-    PMPI_Comm_test_inter(c->private_comm, &inter);
-    if (inter) {
-        return;   /* nodes of intercommunicators are not looked for */
+    c->node_min = 0;
+    c->node_sched = MPI_COMM_NULL;
+    c->cross_comm = MPI_COMM_NULL;
+    if (world_nodes == NULL) {
+        return;
     }
-    int rc = PMPI_Comm_split_type(c->private_comm, MPI_COMM_TYPE_SHARED, c->rank,
-                                  MPI_INFO_NULL, &shared);
-    const long k = collar_cfg.sim_node_size;
-    if (rc == MPI_SUCCESS && k > 0
-        && collar_cfg.device == COLLAR_DEVICE_SIM) {
-        /* By rank in MPI_COMM_WORLD: a node is a property of the process,
-         * the same in every communicator. */
-        int wrank = 0;
-        PMPI_Comm_rank(MPI_COMM_WORLD, &wrank);
-        MPI_Comm pseudo = MPI_COMM_NULL;
-        rc = PMPI_Comm_split(shared, (int)(wrank / k), c->rank, &pseudo);
-        PMPI_Comm_free(&shared);
-        shared = pseudo;
+    const int n = c->size;
+    int *ranks = malloc(2 * (size_t)n * sizeof(int));
+    long long *keys = malloc((size_t)n * sizeof(long long));
+    MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+    int ok = ranks != NULL && keys != NULL
+             && PMPI_Comm_group(comm, &group) == MPI_SUCCESS
+             && PMPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS;
+    int *wranks = ok ? ranks + n : NULL;
+    for (int i = 0; ok && i < n; i++) {
+        ranks[i] = i;
     }
-    int mine = 0;
-    if (rc == MPI_SUCCESS) {
-        PMPI_Comm_set_errhandler(shared, MPI_ERRORS_RETURN);
-        PMPI_Comm_rank(shared, &c->node_rank);
-        PMPI_Comm_size(shared, &c->node_size);
-        c->node_comm = shared;
-        mine = c->node_size == c->size;
+    ok = ok && PMPI_Group_translate_ranks(group, n, ranks, world, wranks) == MPI_SUCCESS;
+    int device_everywhere = 1;
+    for (int i = 0; ok && i < n; i++) {
+        if (wranks[i] == MPI_UNDEFINED || wranks[i] < 0 || wranks[i] >= world_size) {
+            ok = 0;
+            break;
+        }
+        const node_card_t *nc = &world_nodes[wranks[i]];
+        keys[i] = ((long long)nc->leader << 32) | (unsigned)nc->sub;
+        device_everywhere &= nc->device != 0;
     }
-    /* {whole communicator on this node, ranks on this node}: MPI_MIN of
-     * both.  A rank without a node, or without a device (COLLAR_DEVICE=none:
-     * no IPC), says 0 ranks, so that nobody builds the communicators of
-     * `hier`. */
-    int in[2] = { mine, c->node_comm != MPI_COMM_NULL
-                        && collar_cfg.device != COLLAR_DEVICE_NONE
-                        ? c->node_size : 0 };
-    int all[2] = { 0, 0 };
-    if (PMPI_Allreduce(in, all, 2, MPI_INT, MPI_MIN, c->private_comm)
-        != MPI_SUCCESS) {
-        all[0] = all[1] = 0;
+    if (group != MPI_GROUP_NULL) {
+        PMPI_Group_free(&group);
     }
-    c->one_node = all[0];
-    c->node_min = all[1];
-    if (!c->one_node && c->node_min > 0) {
-        comm_cross_nodes(c);
+    if (world != MPI_GROUP_NULL) {
+        PMPI_Group_free(&world);
     }
+    int *peers = ok ? malloc((size_t)n * sizeof(int)) : NULL;
+    if (peers == NULL) {
+        free(ranks);
+        free(keys);
+        return;
+    }
+    /* This node's ranks, in communicator rank order (the node rank). */
+    const long long mine = keys[c->rank];
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (keys[i] == mine) {
+            if (i == c->rank) {
+                c->node_rank = m;
+            }
+            peers[m++] = i;
+        }
+    }
+    c->node_size = m;
+    c->node_peers = peers;
+    c->one_node = m == n;
+    /* The smallest node: runs of equal keys. */
+    qsort(keys, (size_t)n, sizeof(*keys), cmp_key);
+    int smallest = n;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && keys[j] == keys[i]) {
+            j++;
+        }
+        smallest = j - i < smallest ? j - i : smallest;
+        i = j;
+    }
+    /* A rank without a device (no IPC) makes nobody try hier. */
+    c->node_min = device_everywhere ? smallest : 0;
+    c->node_known = 1;
+    free(ranks);
+    free(keys);
     collar_debug(COLL, "node: rank %d of %d on this node%s", c->node_rank,
-                 c->node_size, all[0] ? " (the whole communicator)" : "");
+                 c->node_size, c->one_node ? " (the whole communicator)" : "");
 }
 
-collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state)
+/* The private duplicate of `comm` (see the top of this file): sets
+ * c->setup and c->private_comm. */
+static void comm_make_private(collar_comm_t *c, MPI_Comm comm, int blocking)
+{
+    MPI_Errhandler user = MPI_ERRHANDLER_NULL;
+    const int swapped = PMPI_Comm_get_errhandler(comm, &user) == MPI_SUCCESS
+                        && PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)
+                           == MPI_SUCCESS;
+    int rc;
+    c->private_comm = MPI_COMM_NULL;
+    c->setup_req = MPI_REQUEST_NULL;
+    if (blocking) {
+        /* Same group, same order; no attribute is copied. */
+        rc = PMPI_Comm_split(comm, 0, c->rank, &c->private_comm);
+        int ok = rc == MPI_SUCCESS, all = 0;
+        /* The same outcome on every rank, or ranks would take different
+         * paths. */
+        if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
+            all = 0;
+        }
+        if (ok && !all) {
+            PMPI_Comm_free(&c->private_comm);
+            rc = MPI_ERR_OTHER;
+        }
+        c->setup = rc == MPI_SUCCESS && all ? COLLAR_COMM_READY : COLLAR_COMM_NONE;
+    } else {
+        rc = PMPI_Comm_idup(comm, &c->private_comm, &c->setup_req);
+        c->setup = rc == MPI_SUCCESS ? COLLAR_COMM_PENDING : COLLAR_COMM_NONE;
+    }
+    if (swapped) {
+        PMPI_Comm_set_errhandler(comm, user);
+    }
+    if (user != MPI_ERRHANDLER_NULL) {
+        PMPI_Errhandler_free(&user);
+    }
+    if (c->setup == COLLAR_COMM_NONE) {
+        c->private_comm = MPI_COMM_NULL;
+        if (collar_log_first("comm-none")) {
+            collar_warn(COLL, "the MPI library gives collar no communicator "
+                        "(MPI error %d, e.g. no context id left); collar stages "
+                        "the device allreduces of such communicators through "
+                        "host memory on the application's communicator", rc);
+        }
+        return;
+    }
+    __atomic_add_fetch(&comms_held, 1, __ATOMIC_RELAXED);
+    if (c->setup == COLLAR_COMM_READY) {
+        PMPI_Comm_set_errhandler(c->private_comm, MPI_ERRORS_RETURN);
+    }
+}
+
+collar_status_t collar_comm_ready(collar_comm_t *c)
+{
+    if (c->setup == COLLAR_COMM_READY) {
+        return COLLAR_OK;
+    }
+    if (c->setup == COLLAR_COMM_NONE) {
+        return COLLAR_ERR_UNAVAILABLE;
+    }
+    int flag = 0;
+    if (PMPI_Test(&c->setup_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        c->setup = COLLAR_COMM_NONE;
+        c->private_comm = MPI_COMM_NULL;
+        __atomic_sub_fetch(&comms_held, 1, __ATOMIC_RELAXED);
+        return COLLAR_ERR_MPI;
+    }
+    if (!flag) {
+        return COLLAR_INPROGRESS;
+    }
+    PMPI_Comm_set_errhandler(c->private_comm, MPI_ERRORS_RETURN);
+    c->setup = COLLAR_COMM_READY;
+    return COLLAR_OK;
+}
+
+collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
+                                collar_comm_t **state)
 {
     void *attr = NULL;
     int flag = 0;
@@ -416,29 +608,24 @@ collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state)
         return COLLAR_ERR_NO_MEMORY;
     }
     c->refs = 1;   /* the user's communicator's */
-    /* Errors of internal traffic come back to collar, which reports them
-     * through the user's communicator. */
-    if (collar_comm_dup_private(comm, &c->private_comm) != COLLAR_OK) {
-        collar_error(COLL, "cannot duplicate the communicator for internal "
-                     "traffic");
-        free(c);
-        return COLLAR_ERR_MPI;
-    }
     PMPI_Comm_size(comm, &c->size);
     PMPI_Comm_rank(comm, &c->rank);
-    comm_find_node(c);
+    comm_find_node(c, comm);
     int *ub = NULL;
     c->tag_ub = 32767;
     if (PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS
         && flag && *ub > 0) {
         c->tag_ub = *ub;
     }
+    comm_make_private(c, comm, blocking);
     rc = PMPI_Comm_set_attr(comm, comm_keyval, c);
     if (rc != MPI_SUCCESS) {
         collar_comm_unref(c);   /* the only reference: frees everything */
         return COLLAR_ERR_MPI;
     }
-    collar_debug(COLL, "new private communicator: %d ranks, this is rank %d",
+    collar_debug(COLL, "new private communicator (%s): %d ranks, this is rank %d",
+                 c->setup == COLLAR_COMM_PENDING ? "MPI_Comm_idup"
+                 : c->setup == COLLAR_COMM_READY ? "MPI_Comm_split" : "none",
                  c->size, c->rank);
     *state = c;
     return COLLAR_OK;

@@ -198,6 +198,17 @@ void collar_format_bytes(size_t bytes, char *buf, size_t len);
 
 /* ----------------------------------------------------- private communicator */
 
+/* Where the private communicator of a collar_comm_t stands. */
+typedef enum {
+    COLLAR_COMM_READY = 0,  /* private_comm usable (MPI_COMM_NULL for the
+                               states that need none, e.g. the staged
+                               collectives') */
+    COLLAR_COMM_PENDING,    /* MPI_Comm_idup in flight (setup_req) */
+    COLLAR_COMM_NONE        /* the MPI library refused collar a
+                               communicator: calls on it are staged on the
+                               user's communicator */
+} collar_comm_setup_t;
+
 /*
  * collar's state for a user communicator, cached on it as an attribute: a
  * private duplicate for internal traffic and the counters that keep
@@ -208,6 +219,8 @@ void collar_format_bytes(size_t bytes, char *buf, size_t len);
  */
 typedef struct collar_comm {
     int      refs;         /* atomic (collar_comm_ref / collar_comm_unref) */
+    int      setup;        /* collar_comm_setup_t */
+    MPI_Request setup_req; /* PENDING: the MPI_Comm_idup making private_comm */
     MPI_Comm private_comm;
     int      size;
     int      rank;
@@ -215,20 +228,28 @@ typedef struct collar_comm {
     uint64_t next_seq;     /* operations created on this communicator */
     uint64_t next_ticket;  /* operations with internal collectives */
     uint64_t coll_turn;    /* ticket whose collectives may be issued now */
-    /* The ranks of this rank's node (MPI_COMM_TYPE_SHARED on the private
-     * communicator; COLLAR_SIM_NODE_SIZE cuts it further), found when the
-     * state is made.  node_comm carries only collar's setup collectives
-     * (the ipc algorithm's registration), never a schedule's. */
-    MPI_Comm node_comm;    /* MPI_COMM_NULL when it could not be made */
+    /* The ranks of this rank's node, known without communication from the
+     * table of nodes every process learnt at MPI_Init (collar_comm_init;
+     * COLLAR_SIM_NODE_SIZE cuts nodes further).  node_known = 0 for a
+     * communicator with processes outside MPI_COMM_WORLD (every rank of it
+     * sees one) or without the table: then one node per rank, not one_node,
+     * node_min 0. */
+    int      node_known;
     int      node_rank;
     int      node_size;
+    int     *node_peers;   /* node_size ranks (in this communicator) of the
+                              node, in node rank order; node_peers[node_rank]
+                              is this rank */
     int      one_node;     /* every rank of the communicator is on one node */
-    int      node_min;     /* ranks on the smallest node of the communicator */
-    /* Made only when the communicator spans nodes (for `hier`): node_sched
-     * holds the ranks of this node like node_comm, but for the collectives
-     * of schedules (issued in their turn); cross_comm the ranks with this
-     * rank's node_rank on every node (MPI_COMM_NULL where node_rank >=
-     * node_min).  Both MPI_COMM_NULL otherwise. */
+    int      node_min;     /* ranks on the smallest node of the communicator,
+                              0 when some rank has no device backend */
+    /* Made by `hier` at its first blocking allreduce on a communicator that
+     * spans nodes (collar_comm_make_hier), never before: node_sched holds
+     * the ranks of this node, for the collectives of schedules (issued in
+     * their turn); cross_comm the ranks with this rank's node_rank on every
+     * node (MPI_COMM_NULL where node_rank >= node_min).  hier_made: 0 not
+     * yet, 1 made, -1 could not be made (on every rank alike). */
+    int      hier_made;
     MPI_Comm node_sched;
     MPI_Comm cross_comm;
     /* Owned by the ipc algorithm (src/algo/ipc.c): its buffers, released
@@ -237,10 +258,31 @@ typedef struct collar_comm {
     void   (*ipc_release)(void *ipc);
 } collar_comm_t;
 
-/* Find or create the state of `comm` (creating is collective over comm).
- * The pointer is good while the caller is inside an MPI call on `comm`;
- * what keeps it longer takes a reference. */
-collar_status_t collar_comm_get(MPI_Comm comm, collar_comm_t **state);
+/*
+ * Find or create the state of `comm`.  Creating it takes no communication
+ * but the private duplicate's: PMPI_Comm_split of `comm` when `blocking`
+ * (the caller is inside a blocking collective on comm, which every rank
+ * reaches in the same order), PMPI_Comm_idup otherwise (a nonblocking
+ * start, in the application's order of collectives on comm; the schedules
+ * of the communicator wait for it: collar_comm_ready).  When the MPI
+ * library refuses collar a communicator, the state is COLLAR_COMM_NONE
+ * (said once; the user's error handler is not called).  The pointer is
+ * good while the caller is inside an MPI call on `comm`; what keeps it
+ * longer takes a reference.
+ */
+collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
+                                collar_comm_t **state);
+/* COLLAR_OK when the private communicator is usable, COLLAR_INPROGRESS
+ * while its MPI_Comm_idup is in flight, an error when it failed.  Called
+ * with the schedules' lock held (src/interpose/progress.c). */
+collar_status_t collar_comm_ready(collar_comm_t *state);
+/* The communicators of `hier` (node_sched, cross_comm), collectively over
+ * the private communicator, blocking: call in the communicator's turn, from
+ * a blocking allreduce.  Sets hier_made to 1, or -1 on every rank alike. */
+void collar_comm_make_hier(collar_comm_t *state);
+/* Communicators collar holds now for the application's (private
+ * duplicates, hier's), for tests and collar-info. */
+int collar_comm_count(void);
 void collar_comm_ref(collar_comm_t *state);
 /* Drop a reference; the last one frees the private duplicate and state. */
 void collar_comm_unref(collar_comm_t *state);
@@ -248,7 +290,11 @@ void collar_comm_unref(collar_comm_t *state);
  * own traffic: collective, copies none of the user's attributes (no copy
  * callback runs), errors return (MPI_ERRORS_RETURN). */
 collar_status_t collar_comm_dup_private(MPI_Comm comm, MPI_Comm *out);
-collar_status_t collar_comm_init(void);
+/* At MPI_Init, after the device backend is open (has_device: not none):
+ * the attribute keys, and the node of every process of MPI_COMM_WORLD
+ * (collective over MPI_COMM_WORLD, the only communication collar does
+ * outside the application's collectives). */
+collar_status_t collar_comm_init(int has_device);
 void collar_comm_finalize(void);
 /* A duplicate of MPI_COMM_SELF whose errors return to collar: for asking
  * the MPI library, with one-rank calls, whether it accepts arguments. */
@@ -500,10 +546,21 @@ typedef enum {
                                  (the user's collective on host copies):
                                  taken from *u.request.req when the step is
                                  reached, then polled */
-    COLLAR_STEP_AGREE         /* status agreement: MPI_MAX of "failed here" */
+    COLLAR_STEP_AGREE,        /* status agreement: MPI_MAX of "failed here" */
+    COLLAR_STEP_CALL          /* a function of the builder's, polled until
+                                 it says done; it may append steps (a
+                                 continuation: u.call.extends) */
 } collar_step_kind_t;
 
 #define COLLAR_STEP_MAX_DEPS 4
+
+struct collar_sched;
+/* A CALL step's function: COLLAR_OK when done, COLLAR_INPROGRESS to be
+ * called again at the next progress, an error to fail the schedule.  It
+ * runs under the schedules' lock, also while the schedule drains (it sees
+ * s->status), and may append steps with collar_sched_add when the step
+ * was added with u.call.extends set. */
+typedef collar_status_t (*collar_step_fn_t)(struct collar_sched *s, void *arg);
 
 /* The communicator of an IALLREDUCE step (collar_comm_t): the private one
  * unless the step says otherwise. */
@@ -517,6 +574,9 @@ typedef struct {
     collar_step_kind_t kind;
     uint8_t            state;  /* collar_step_state_t, private to schedule.c */
     uint8_t            ndeps;
+    uint8_t            once;   /* done once for good: collar_sched_rewind
+                                  leaves it done (set-up steps of a
+                                  persistent operation) */
     int                deps[COLLAR_STEP_MAX_DEPS];
     union {
         struct { void *dst; const void *src; size_t bytes; int stream; } copy;
@@ -536,6 +596,7 @@ typedef struct {
         } reduce_n;
         struct { void *buf; int count; MPI_Datatype dt; int peer; int tag; } p2p;
         struct { const MPI_Request *req; } request;
+        struct { collar_step_fn_t fn; void *arg; int extends; } call;
     } u;
     MPI_Request    req;
     collar_event_t ev;
@@ -553,6 +614,10 @@ struct collar_sched {
     int                    ncoll;        /* collective steps in the schedule */
     int                    coll_issued;  /* collective steps issued so far */
     int                    nactive;      /* steps issued, not yet complete */
+    int                    nextend;      /* CALL steps that may still append
+                                            steps (the turn is held for
+                                            them) */
+    int                    extending;    /* a CALL step is appending now */
     collar_comm_t         *comm;
     uint64_t               seq;          /* tags: per-communicator number */
     uint64_t               ticket;       /* order of internal collectives */
@@ -594,7 +659,8 @@ collar_status_t collar_sched_create(collar_comm_t *comm,
                                     const collar_device_t *dev,
                                     collar_sched_t **sched);
 void collar_sched_destroy(collar_sched_t *s);
-/* Append a step; returns its index in *index (for dependencies). */
+/* Append a step; returns its index in *index (for dependencies).  Before
+ * collar_sched_start, or from a CALL step added with u.call.extends. */
 collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
                                  int *index);
 /* A staging buffer owned by the schedule (freed with it).  When the pool
@@ -632,6 +698,9 @@ void collar_sched_fail(collar_sched_t *s, collar_status_t st);
  * alone: COLLAR_OK, or COLLAR_ERR_INVALID naming the first such step.
  */
 collar_status_t collar_sched_check_pmpi(const collar_sched_t *s);
+/* 1 when steps [first, first + n) are all done (for CALL steps that wait
+ * for more steps than COLLAR_STEP_MAX_DEPS). */
+int collar_sched_steps_done(const collar_sched_t *s, int first, int n);
 /*
  * Append the status agreement, the schedule's last collective step: a
  * nonblocking MPI_MAX allreduce of one int, "this rank has failed", on the

@@ -89,7 +89,7 @@ void collar_sched_destroy(collar_sched_t *s)
 collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
                                  int *index)
 {
-    if (s->started || step->ndeps > COLLAR_STEP_MAX_DEPS) {
+    if ((s->started && !s->extending) || step->ndeps > COLLAR_STEP_MAX_DEPS) {
         return COLLAR_ERR_INVALID;
     }
     for (int d = 0; d < step->ndeps; d++) {
@@ -113,6 +113,9 @@ collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
     memset(&t->ev, 0, sizeof(t->ev));
     if (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE) {
         t->u.allreduce.ord = s->ncoll++;
+    }
+    if (t->kind == COLLAR_STEP_CALL && t->u.call.extends) {
+        s->nextend++;
     }
     if (index != NULL) {
         *index = s->nsteps;
@@ -244,7 +247,8 @@ void collar_sched_start(collar_sched_t *s)
         abort();  /* COLLAR_SIM_STRICT: a test is to fail loudly */
     }
     s->started = 1;
-    if (s->ncoll > 0) {
+    if (s->ncoll > s->coll_issued || s->nextend > 0) {
+        /* Collectives to issue, or a continuation that may add some. */
         s->ticket = s->comm->next_ticket++;
     } else {
         s->turn_done = 1;  /* takes no turn */
@@ -267,14 +271,25 @@ void collar_sched_fail(collar_sched_t *s, collar_status_t st)
 
 void collar_sched_rewind(collar_sched_t *s)
 {
+    int ndone = 0, coll = 0, nextend = 0;
     for (int i = 0; i < s->nsteps; i++) {
-        s->steps[i].state = STEP_PENDING;
-        s->steps[i].req = MPI_REQUEST_NULL;
-        memset(&s->steps[i].ev, 0, sizeof(s->steps[i].ev));
+        collar_step_t *t = &s->steps[i];
+        if (t->once && t->state == STEP_DONE) {
+            /* Set-up done for good (a registration, a continuation that
+             * appended the steps that follow): not run again. */
+            ndone++;
+            coll += t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE;
+            continue;
+        }
+        nextend += t->kind == COLLAR_STEP_CALL && t->u.call.extends;
+        t->state = STEP_PENDING;
+        t->req = MPI_REQUEST_NULL;
+        memset(&t->ev, 0, sizeof(t->ev));
     }
-    s->ndone = 0;
+    s->ndone = ndone;
     s->first_open = 0;
-    s->coll_issued = 0;
+    s->coll_issued = coll;
+    s->nextend = nextend;
     s->nactive = 0;
     s->started = 0;
     s->turn_done = 0;
@@ -284,11 +299,30 @@ void collar_sched_rewind(collar_sched_t *s)
     s->next = NULL;
 }
 
+int collar_sched_steps_done(const collar_sched_t *s, int first, int n)
+{
+    for (int i = first; i < first + n && i < s->nsteps; i++) {
+        if (s->steps[i].state != STEP_DONE) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static void pass_turn(collar_sched_t *s)
 {
     if (!s->turn_done && s->comm->coll_turn == s->ticket) {
         s->comm->coll_turn++;
         s->turn_done = 1;
+    }
+}
+
+/* The turn passes on once every collective is issued and no continuation
+ * can add more. */
+static void maybe_pass_turn(collar_sched_t *s)
+{
+    if (s->coll_issued == s->ncoll && s->nextend == 0) {
+        pass_turn(s);
     }
 }
 
@@ -319,6 +353,7 @@ static const char *step_name(collar_step_kind_t kind)
     case COLLAR_STEP_ORDER:       return "device ordering";
     case COLLAR_STEP_REQUEST:     return "collective";
     case COLLAR_STEP_AGREE:       return "status agreement";
+    case COLLAR_STEP_CALL:        return "set-up";
     }
     return "step";
 }
@@ -393,6 +428,9 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         if (s->comm->coll_turn != s->ticket || t->u.allreduce.ord != s->coll_issued) {
             return COLLAR_INPROGRESS;
         }
+        if (step_comm(s, t) == MPI_COMM_NULL) {
+            return COLLAR_ERR_UNAVAILABLE;   /* no communicator to issue on */
+        }
         if (t->kind == COLLAR_STEP_AGREE) {
             /* Everything this rank's contribution depends on is done. */
             s->agree_in = s->status != COLLAR_OK;
@@ -408,17 +446,21 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
             *mpi_rc = rc;
             return COLLAR_ERR_MPI;
         }
-        if (++s->coll_issued == s->ncoll) {
-            pass_turn(s);
-        }
+        s->coll_issued++;
+        maybe_pass_turn(s);
         t->state = STEP_ACTIVE;
         return COLLAR_OK;
     case COLLAR_STEP_REQUEST:
         t->req = *t->u.request.req;
         t->state = STEP_ACTIVE;
         return COLLAR_OK;
+    case COLLAR_STEP_CALL:
+        break;   /* call_poll */
     case COLLAR_STEP_ISEND:
     case COLLAR_STEP_IRECV:
+        if (s->comm->private_comm == MPI_COMM_NULL) {
+            return COLLAR_ERR_UNAVAILABLE;
+        }
         if (t->kind == COLLAR_STEP_ISEND) {
             rc = PMPI_Isend(t->u.p2p.buf, t->u.p2p.count, t->u.p2p.dt,
                             t->u.p2p.peer, t->u.p2p.tag, s->comm->private_comm,
@@ -444,7 +486,46 @@ static int step_is_comm(collar_step_kind_t kind)
 {
     return kind == COLLAR_STEP_IALLREDUCE || kind == COLLAR_STEP_ISEND
            || kind == COLLAR_STEP_IRECV || kind == COLLAR_STEP_REQUEST
-           || kind == COLLAR_STEP_AGREE;
+           || kind == COLLAR_STEP_AGREE || kind == COLLAR_STEP_CALL;
+}
+
+/*
+ * Run CALL step i (pending with its dependencies done, or active).  It may
+ * append steps (s->steps can move).  Returns 1 when the step is done now.
+ */
+static int call_poll(collar_sched_t *s, int i)
+{
+    collar_step_t *t = &s->steps[i];
+    const int extends = t->u.call.extends;
+    s->extending = extends;
+    collar_status_t st = t->u.call.fn(s, t->u.call.arg);
+    s->extending = 0;
+    t = &s->steps[i];
+    if (st == COLLAR_INPROGRESS) {
+        if (t->state == STEP_PENDING) {
+            t->state = STEP_ACTIVE;
+            s->nactive++;
+        }
+        return 0;
+    }
+    if (st < 0) {
+        collar_error(COLL, "%s of schedule %llu failed: %s", step_name(t->kind),
+                     (unsigned long long)s->seq, collar_status_string(st));
+        sched_fail(s, st, MPI_ERR_OTHER);
+    }
+    if (t->state == STEP_ACTIVE) {
+        s->nactive--;
+    }
+    t->state = STEP_DONE;
+    s->ndone++;
+    if (extends) {
+        s->nextend--;
+        if (collar_cfg.sim_strict && collar_sched_check_pmpi(s) != COLLAR_OK) {
+            abort();  /* COLLAR_SIM_STRICT, as at collar_sched_start */
+        }
+        maybe_pass_turn(s);
+    }
+    return 1;
 }
 
 /* Poll an active step.  OK: it completed (or failed: see s->status). */
@@ -485,13 +566,33 @@ collar_status_t collar_sched_progress(collar_sched_t *s)
     if (s->finished) {
         return COLLAR_OK;
     }
+    if (s->comm->setup != COLLAR_COMM_READY) {
+        /* The private communicator is still being made (MPI_Comm_idup at
+         * the operation's start): nothing of the schedule waits on the
+         * other ranks before it is there. */
+        const collar_status_t ready = collar_comm_ready(s->comm);
+        if (ready == COLLAR_INPROGRESS) {
+            return COLLAR_INPROGRESS;
+        }
+        if (ready < 0 && s->status == COLLAR_OK) {
+            collar_error(COLL, "schedule %llu: collar's communicator could not "
+                         "be made: %s", (unsigned long long)s->seq,
+                         collar_status_string(ready));
+            sched_fail(s, ready, MPI_ERR_OTHER);
+        }
+    }
     int changed;
     do {
         changed = 0;
         int all_done_below = 1;
         for (int i = s->first_open; i < s->nsteps; i++) {
             collar_step_t *t = &s->steps[i];
-            if (t->state == STEP_ACTIVE) {
+            if (t->kind == COLLAR_STEP_CALL
+                && (t->state == STEP_ACTIVE
+                    || (t->state == STEP_PENDING && deps_done(s, t)))) {
+                changed |= call_poll(s, i);
+                t = &s->steps[i];
+            } else if (t->state == STEP_ACTIVE) {
                 if (step_test(s, t) == COLLAR_OK) {
                     t->state = STEP_DONE;
                     s->nactive--;
@@ -515,10 +616,10 @@ collar_status_t collar_sched_progress(collar_sched_t *s)
                     /* Given up: done, so that the steps after it drain; a
                      * collective counts as issued, so that the turn passes
                      * on after this schedule's last one. */
-                    if ((t->kind == COLLAR_STEP_IALLREDUCE
-                         || t->kind == COLLAR_STEP_AGREE)
-                        && ++s->coll_issued == s->ncoll) {
-                        pass_turn(s);
+                    if (t->kind == COLLAR_STEP_IALLREDUCE
+                        || t->kind == COLLAR_STEP_AGREE) {
+                        s->coll_issued++;
+                        maybe_pass_turn(s);
                     }
                     t->state = STEP_DONE;
                     s->ndone++;
@@ -542,6 +643,11 @@ collar_status_t collar_sched_progress(collar_sched_t *s)
         }
     } while (changed && s->ndone < s->nsteps);
 
+    /* A schedule whose collectives were all issued before its turn came (a
+     * continuation that added none) passes it on when it comes. */
+    if (!s->turn_done) {
+        maybe_pass_turn(s);
+    }
     /* A failed schedule drains to the end like a good one: every collective
      * step is issued or given up, and the last one passes the turn on. */
     if (s->turn_done && s->nactive == 0 && s->ndone == s->nsteps) {

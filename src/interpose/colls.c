@@ -59,6 +59,8 @@ void collar_colls_start(const collar_device_t *dev, int mpi_cuda_aware)
     colls_host = collar_mem_host_ranges();
     colls_stage = 0;
     if (dev != &collar_device_none && !mpi_cuda_aware) {
+        /* collar_colls_allreduce's (no wrapper of colls.c calls it). */
+        colls_stage |= COLL_BIT(COLLAR_COLL_ALLREDUCE);
         for (int c = COLLAR_COLL_BCAST; c < COLLAR_COLL_COUNT; c++) {
             if (collar_cfg.collectives & (1u << (c - COLLAR_COLL_BCAST))) {
                 colls_stage |= COLL_BIT(c);
@@ -303,6 +305,13 @@ static int describe(colls_call_t *cc, const colls_args_t *a)
                                     NULL, NULL, L))
                && add_buf(cc, a->rbuf, 1, in_place, a->rdt, in_place ? size : 1,
                           a->rcount, NULL, NULL, L);
+    case COLLAR_COLL_ALLREDUCE:
+        /* collar_colls_allreduce: a reduction with every rank its root. */
+        cc->bytes = type_bytes(a->rdt, a->rcount);
+        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->rdt, 1, a->rcount,
+                                    NULL, NULL, L))
+               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, 1, a->rcount,
+                          NULL, NULL, L);
     case COLLAR_COLL_REDUCE:
         cc->bytes = type_bytes(a->rdt, a->rcount);
         /* The receive buffer matters at the root only. */
@@ -2109,3 +2118,61 @@ COLLAR_EXPORT int MPI_Scatterv_init_c(const void *sendbuf, const MPI_Count sendc
 }
 
 #endif /* defined(HAVE_PMPI_ALLREDUCE_C) && defined(HAVE_PMPI_ALLREDUCE_INIT) */
+
+/* ------------------------------------------- allreduce without collar's communicator */
+
+int collar_colls_allreduce(const collar_allreduce_args_t *x)
+{
+    const colls_args_t a = { .coll = COLLAR_COLL_ALLREDUCE, .sbuf = x->sbuf,
+                             .rbuf = x->rbuf, .rcount = x->count, .sdt = x->dtype,
+                             .rdt = x->dtype, .comm = x->comm, .large = x->large };
+    const MPI_Op op_ = x->op;
+    const MPI_Count n = x->count;
+    if (x->request == NULL) {
+        colls_op_t op;
+        int rc = op_enter(&op, &a, 1);
+        if (rc == MPI_SUCCESS) {
+#if defined(HAVE_PMPI_ALLREDUCE_C)
+            rc = x->large ? PMPI_Allreduce_c(op.s, op.r, n, x->dtype, op_, x->comm)
+                          : PMPI_Allreduce(op.s, op.r, (int)n, x->dtype, op_, x->comm);
+#else
+            rc = PMPI_Allreduce(op.s, op.r, (int)n, x->dtype, op_, x->comm);
+#endif
+            rc = op_leave(&op, rc);
+        }
+        return rc;
+    }
+    colls_op_t *op = op_new();
+    if (op == NULL) {
+        collar_error(COLL, "cannot stage an allreduce: no memory");
+        PMPI_Comm_call_errhandler(x->comm, MPI_ERR_NO_MEM);
+        return MPI_ERR_NO_MEM;
+    }
+    int rc = op_enter(op, &a, 1);
+    if (rc != MPI_SUCCESS) {
+        free(op);
+        return rc;
+    }
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+    if (x->persistent) {
+#if defined(HAVE_PMPI_ALLREDUCE_C)
+        rc = x->large ? PMPI_Allreduce_init_c(op->s, op->r, n, x->dtype, op_, x->comm,
+                                              x->info, &op->inner)
+                      : PMPI_Allreduce_init(op->s, op->r, (int)n, x->dtype, op_,
+                                            x->comm, x->info, &op->inner);
+#else
+        rc = PMPI_Allreduce_init(op->s, op->r, (int)n, x->dtype, op_, x->comm,
+                                 x->info, &op->inner);
+#endif
+        return op_pinit(op, rc, x->request);
+    }
+#endif
+#if defined(HAVE_PMPI_ALLREDUCE_C)
+    rc = x->large ? PMPI_Iallreduce_c(op->s, op->r, n, x->dtype, op_, x->comm, &op->inner)
+                  : PMPI_Iallreduce(op->s, op->r, (int)n, x->dtype, op_, x->comm,
+                                    &op->inner);
+#else
+    rc = PMPI_Iallreduce(op->s, op->r, (int)n, x->dtype, op_, x->comm, &op->inner);
+#endif
+    return op_istart(op, rc, x->request);
+}

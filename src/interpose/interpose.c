@@ -97,6 +97,11 @@ COLLAR_EXPORT int collar_set_algorithm(const char *name, size_t chunk)
 /* The algorithm of the thread's last selected allreduce (-1: none yet). */
 static _Thread_local int last_alg = -1;
 
+COLLAR_EXPORT int collar_communicators(void)
+{
+    return collar_comm_count();
+}
+
 COLLAR_EXPORT const char *collar_last_algorithm(void)
 {
     return last_alg < 0 ? NULL : collar_alg_name((collar_alg_t)last_alg);
@@ -148,17 +153,20 @@ static void collar_startup(void)
     }
     collar_config_load_quiet(rank != 0);
     collar_log_open(collar_cfg.log_file);
-    if (collar_comm_init() != COLLAR_OK) {
-        state = STATE_DISABLED;
-        collar_warn(INIT, "collar cannot start; every call passes through");
-        return;
-    }
     if (collar_select_init() != COLLAR_OK) {
         state = STATE_DISABLED;
         collar_warn(INIT, "collar cannot start; every call passes through");
         return;
     }
     dev = collar_device_open(collar_cfg.device);
+    if (collar_comm_init(dev != &collar_device_none) != COLLAR_OK) {
+        collar_device_close();
+        dev = &collar_device_none;
+        collar_select_finalize();
+        state = STATE_DISABLED;
+        collar_warn(INIT, "collar cannot start; every call passes through");
+        return;
+    }
     host_ranges = collar_mem_host_ranges();
     mpi_cuda_aware = collar_mpi_cuda_aware();
     collar_stats_init();
@@ -350,71 +358,11 @@ COLLAR_EXPORT int MPI_Finalize(void)
 
 /* ---------------------------------------------------------------- allreduce */
 
-/* "1 MiB", "64 KiB", "12 B": the power-of-two range a size falls in. */
-static void size_range(size_t bytes, char *buf, size_t len)
+static int comm_rank(MPI_Comm comm)
 {
-    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    size_t low = 1;
-    while (low <= bytes / 2) {
-        low *= 2;
-    }
-    if (bytes == 0) {
-        low = 0;
-    }
-    int u = 0;
-    size_t v = low;
-    while (v >= 1024 && v % 1024 == 0 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, len, "%zu %s", v, units[u]);
-}
-
-/* Say which algorithm runs, once per (ranks, size range, memory, algorithm):
- * from rank 0 of the communicator (all ranks choose alike), or from every
- * rank at debug level. */
-static void log_choice(MPI_Comm comm, const collar_select_key_t *key,
-                       const collar_plan_t *plan)
-{
-    if (!collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL)
-        && !(plan->fallback != NULL && collar_stats_on)) {
-        return;
-    }
-    char range[32];
-    size_range(key->bytes, range, sizeof(range));
-    char once[160];
-    snprintf(once, sizeof(once), "choice %d %s %d %d %s", key->comm_size, range,
-             (int)key->mem, (int)plan->alg, plan->fallback ? plan->fallback : "");
-    if (!collar_log_first(once)) {
-        return;
-    }
     int rank = 0;
     PMPI_Comm_rank(comm, &rank);
-    if (rank != 0 && !collar_log_enabled(COLLAR_LOG_DEBUG, COLLAR_SUB_COLL)) {
-        return;
-    }
-    char why[600];
-    collar_plan_describe(plan, why, sizeof(why));
-    char alg[64];
-    if (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING) {
-        size_t chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
-        snprintf(alg, sizeof(alg), "%s chunk=%zu", collar_alg_name(plan->alg), chunk);
-    } else if (plan->alg == COLLAR_ALG_IPC) {
-        snprintf(alg, sizeof(alg), "ipc oneshot=%zu", collar_algo_ipc_oneshot(plan));
-    } else if (plan->alg == COLLAR_ALG_HIER) {
-        size_t chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
-        snprintf(alg, sizeof(alg), "hier chunk=%zu", chunk);
-    } else {
-        snprintf(alg, sizeof(alg), "%s", collar_alg_name(plan->alg));
-    }
-    if (plan->fallback != NULL) {
-        collar_info(COLL, "allreduce %d ranks %s+ %s: %s (%s; fallback %s)",
-                    key->comm_size, range, collar_mem_kind_name(key->mem),
-                    alg, why, plan->fallback);
-    } else {
-        collar_info(COLL, "allreduce %d ranks %s+ %s: %s (%s)", key->comm_size,
-                    range, collar_mem_kind_name(key->mem), alg, why);
-    }
+    return rank;
 }
 
 /* What the MPI library would do: for calls collar does not take over, and
@@ -489,6 +437,7 @@ typedef struct {
 static void allreduce_persist_finish(collar_sched_t *s)
 {
     allreduce_persist_t *ap = s->owner;
+    ap->stat.alg = s->stats.alg;   /* ipc's or hier's fallback, known now */
     collar_persist_finished(&ap->persist, s->status == COLLAR_OK ? MPI_SUCCESS
                                                                  : s->mpi_error);
 }
@@ -543,30 +492,6 @@ static int allreduce_persist_create(const collar_allreduce_args_t *a,
     collar_sched_destroy(s);
     PMPI_Comm_call_errhandler(a->comm, rc);
     return rc;
-}
-
-/* collar_agree_min_fn_t: a schedule of one MPI_MIN allreduce, run to its
- * end in the communicator's turn. */
-static collar_status_t agree_min(collar_comm_t *comm, int value, int *out)
-{
-    collar_sched_t *s = NULL;
-    collar_status_t st = collar_sched_create(comm, dev, &s);
-    int in = value;
-    if (st == COLLAR_OK) {
-        collar_step_t t = { .kind = COLLAR_STEP_IALLREDUCE };
-        t.u.allreduce.sbuf = &in;
-        t.u.allreduce.rbuf = out;
-        t.u.allreduce.count = 1;
-        t.u.allreduce.dt = MPI_INT;
-        t.u.allreduce.op = MPI_MIN;
-        st = collar_sched_add(s, &t, NULL);
-    }
-    if (st == COLLAR_OK) {
-        collar_sched_start(s);
-        st = collar_run_blocking(s);
-    }
-    collar_sched_destroy(s);
-    return st;
 }
 
 /* Host buffers only (pass_all, host_direct) with statistics on: the MPI
@@ -668,17 +593,56 @@ static int allreduce_run(const collar_allreduce_args_t *a,
             return rc;
         }
     }
-    collar_comm_t *ipc_comm;
-    if ((plan.alg == COLLAR_ALG_IPC || plan.alg == COLLAR_ALG_HIER)
-        && collar_comm_get(comm, &ipc_comm) == COLLAR_OK) {
-        /* One node (ipc) or several (hier), and IPC memory every rank
-         * maps (collective: may register), once the ranks are known to
-         * agree on the call. */
-        collar_algo_ipc_eligible(&call, ipc_comm, collar_progress_all, &plan);
-        collar_algo_hier_eligible(&call, ipc_comm, collar_progress_all,
-                                  agree_min, &plan);
+    collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
+    if (build == NULL) {
+        collar_algo_log_choice(comm_rank(comm), &key, &plan);
+        last_alg = (int)plan.alg;
+        if (stat != NULL) {
+            stat->alg = plan.alg;
+            stat->mem = call.mem;
+            stat->bytes = call.bytes;
+            if (plan.fallback != NULL) {
+                collar_stats_fallback(plan.fallback);
+            }
+        }
+        int rc = pass_through(a);
+        if (stat != NULL && !a->persistent) {
+            /* For a native MPI_Iallreduce this is the time to start it: the
+             * MPI library completes it (docs/stats.md). */
+            stats_done(stat, t0);
+        }
+        return rc;
     }
-    log_choice(comm, &key, &plan);
+    if (collar_call_validate(&call) != COLLAR_OK) {
+        return pass_through(a);
+    }
+
+    /* The private communicator: made now if this is the communicator's
+     * first such call, without waiting for anybody in a nonblocking or
+     * persistent start (collar_comm_get). */
+    const int blocking = request == NULL;
+    collar_comm_t *cstate = NULL;
+    collar_status_t st = collar_comm_get(comm, blocking, &cstate);
+    if (st == COLLAR_OK && cstate->setup == COLLAR_COMM_NONE) {
+        /* The MPI library gave collar no communicator: the application's
+         * own collective, on host copies of the device buffers. */
+        plan.alg = COLLAR_ALG_STAGED;
+        plan.fallback = "staged on the application's communicator: the MPI "
+                        "library gives collar no communicator of its own";
+        build = NULL;
+    } else if (st == COLLAR_OK) {
+        /* ipc: one node; hier: its communicators, made by a blocking
+         * call.  Both known alike on every rank. */
+        collar_algo_ipc_eligible(&call, cstate, &plan);
+        collar_algo_hier_eligible(&call, cstate, blocking, collar_run_in_turn,
+                                  &plan);
+        build = collar_algo_builder(plan.alg);
+    }
+    if (plan.alg != COLLAR_ALG_IPC && plan.alg != COLLAR_ALG_HIER) {
+        /* ipc and hier: said once their IPC memory is known to work (or
+         * not), by the schedule (collar_ipc_start). */
+        collar_algo_log_choice(comm_rank(comm), &key, &plan);
+    }
     last_alg = (int)plan.alg;
     if (stat != NULL) {
         stat->alg = plan.alg;
@@ -688,29 +652,25 @@ static int allreduce_run(const collar_allreduce_args_t *a,
             collar_stats_fallback(plan.fallback);
         }
     }
-
-    collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
-    if (build == NULL) {
-        int rc = pass_through(a);
-        if (stat != NULL && !a->persistent) {
-            /* For a native MPI_Iallreduce this is the time to start it: the
-             * MPI library completes it (docs/stats.md). */
-            stats_done(stat, t0);
-        }
-        return rc;
+    if (build == NULL && st == COLLAR_OK) {
+        return collar_colls_allreduce(a);
     }
 
-    collar_comm_t *cstate;
     collar_sched_t *s = NULL;
-    collar_status_t st = collar_comm_get(comm, &cstate);
-    if (st == COLLAR_OK && collar_call_validate(&call, cstate) != COLLAR_OK) {
-        return pass_through(a);
-    }
     if (st == COLLAR_OK) {
         st = collar_sched_create(cstate, dev, &s);
     }
     if (st == COLLAR_OK) {
+        if (stat != NULL) {
+            s->stats = *stat;
+        }
+        /* ipc and hier change it when their IPC memory fails (collar_ipc_start). */
+        s->stats.alg = plan.alg;
         st = build(&call, &plan, s);
+        if (st == COLLAR_OK && stat != NULL) {
+            stat->alg = s->stats.alg;
+        }
+        last_alg = (int)s->stats.alg;
     }
     if (st != COLLAR_OK) {
         collar_error(COLL, "cannot run allreduce with %s: %s",
@@ -747,6 +707,10 @@ static int allreduce_run(const collar_allreduce_args_t *a,
 
     collar_run_blocking(s);
     int rc = s->status == COLLAR_OK ? MPI_SUCCESS : s->mpi_error;
+    if (stat != NULL) {
+        stat->alg = s->stats.alg;
+    }
+    last_alg = (int)s->stats.alg;
     collar_sched_destroy(s);
     if (stat != NULL) {
         stats_done(stat, t0);

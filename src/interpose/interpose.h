@@ -39,6 +39,10 @@ int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat
  * MPI_Finalize) every call goes straight to the MPI library. */
 void collar_colls_start(const collar_device_t *dev, int mpi_cuda_aware);
 void collar_colls_stop(void);
+/* An allreduce staged through host memory on the application's own
+ * communicator, in every form (blocking, nonblocking, persistent, _c):
+ * for a communicator the MPI library gave collar no duplicate of. */
+int collar_colls_allreduce(const collar_allreduce_args_t *a);
 
 /* Advance every outstanding schedule once; nonzero if any is outstanding. */
 int collar_progress_all(void);
@@ -46,6 +50,9 @@ int collar_progress_all(void);
  * running; completes nothing for the caller (the requests stay as they are,
  * collar's completed operations ready for MPI_Wait / MPI_Test). */
 void collar_progress_requests(int count, const MPI_Request requests[]);
+/* collar_in_turn_fn_t (algo.h): fn(c) in the communicator's turn, once
+ * its private communicator is there, progressing the others meanwhile. */
+collar_status_t collar_run_in_turn(collar_comm_t *c, void (*fn)(collar_comm_t *c));
 /* Run a started schedule to completion; returns its final status. */
 collar_status_t collar_run_blocking(collar_sched_t *s);
 /* Hand a started schedule to progress behind a new generalized request;

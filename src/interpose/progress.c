@@ -353,6 +353,36 @@ collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Comm comm,
     return COLLAR_OK;
 }
 
+collar_status_t collar_run_in_turn(collar_comm_t *c, void (*fn)(collar_comm_t *c))
+{
+    /* Inside a blocking call: the calling thread starts no other operation
+     * on `c` meanwhile (MPI orders collectives per communicator). */
+    const uint64_t ticket = c->next_ticket++;
+    collar_status_t ready = COLLAR_INPROGRESS;
+    for (unsigned spins = 0;; spins++) {
+        pthread_mutex_lock(&prog_lock);
+        progress_locked();
+        ready = collar_comm_ready(c);
+        const int turn = c->coll_turn == ticket;
+        pthread_mutex_unlock(&prog_lock);
+        if (turn && ready != COLLAR_INPROGRESS) {
+            break;
+        }
+        if (spins > 64) {
+            sched_yield();
+        }
+    }
+    /* The turn is held: no schedule of `c` issues a collective until fn
+     * has made its own, outside the lock (the other communicators' go on). */
+    if (ready == COLLAR_OK) {
+        fn(c);
+    }
+    pthread_mutex_lock(&prog_lock);
+    c->coll_turn++;
+    pthread_mutex_unlock(&prog_lock);
+    return ready;
+}
+
 void collar_run_drain(void)
 {
     while (collar_progress_all()) {

@@ -411,11 +411,11 @@ static void test_ipc_eligible(void)
 
     collar_call_t call = dense_call(16, 4, COLLAR_DT_INT32, MPI_INT,
                                     (char *)sbuf, (char *)rbuf);
-    collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .node_comm = MPI_COMM_NULL,
+    collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .node_known = 1,
                            .refs = 1, .size = 4, .rank = 1, .node_size = 2,
                            .one_node = 0 };
     plan = (collar_plan_t){ .alg = COLLAR_ALG_IPC };
-    collar_algo_ipc_eligible(&call, &comm, NULL, &plan);
+    collar_algo_ipc_eligible(&call, &comm, &plan);
     UNIT_CHECK(plan.alg == COLLAR_ALG_CHUNKED && plan.fallback != NULL
                && strstr(plan.fallback, "more than one node") != NULL,
                "two nodes: %s", collar_alg_name(plan.alg));
@@ -449,7 +449,8 @@ static void test_ipc_eligible(void)
 static ipc_region_t fake_region(int n, int r, char **peer)
 {
     ipc_region_t g = { .refs = 1, .dev = dev, .n = n, .rank = r,
-                       .cap = IPC_MIN_CAP, .own = peer[r], .peer = peer };
+                       .cap = IPC_MIN_CAP, .own = peer[r], .peer = peer,
+                       .done = 1, .code = IPC_OK };
     return g;
 }
 
@@ -597,7 +598,7 @@ static void test_hier_build(void)
     collar_sched_destroy(s);
     /* Eligibility without the communicators: chunked, and why. */
     collar_plan_t plan = { .alg = COLLAR_ALG_HIER };
-    collar_algo_hier_eligible(&call, &none, NULL, NULL, &plan);
+    collar_algo_hier_eligible(&call, &none, 1, NULL, &plan);
     UNIT_CHECK(plan.alg == COLLAR_ALG_CHUNKED && plan.fallback != NULL
                && strstr(plan.fallback, "grouped by node") != NULL,
                "hier without node communicators: %s", collar_alg_name(plan.alg));
