@@ -42,10 +42,6 @@ void collar_colls_stop(void);
 
 /* Advance every outstanding schedule once; nonzero if any is outstanding. */
 int collar_progress_all(void);
-/* Progress until none of `requests` is one of collar's operations still
- * running; completes nothing for the caller (the requests stay as they are,
- * collar's completed operations ready for MPI_Wait / MPI_Test). */
-void collar_progress_requests(int count, const MPI_Request requests[]);
 /* Run a started schedule to completion; returns its final status. */
 collar_status_t collar_run_blocking(collar_sched_t *s);
 /* Hand a started schedule to progress behind a new generalized request;
