@@ -17,16 +17,20 @@
  * reported (the handles are kept aside): MPICH 4.0.2 reports an inactive
  * persistent collective request as complete again, on its own.
  *
- * Usage: test_persist_mix [rounds [count]]   (defaults 200 and 10007 ints).
- * Exit 77 where the MPI library has no persistent collectives.
+ * Where the library has no persistent collectives (Open MPI 4.1), or with
+ * the argument nonblocking: collar's MPI_Iallreduce and MPI_Ibcast and the
+ * library's MPI_Ibarrier in their place, issued where the persistent ones
+ * are started; the send, the receive and the generalized request stay.
+ *
+ * Usage: test_persist_mix [rounds [count [nonblocking]]]
+ * (defaults 200 and 10007 ints).
  */
 #include "config.h"
 #include "testutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+#include <string.h>
 
 enum { ALLREDUCE, BCAST, BARRIER, SEND, RECV, GREQ, NREQ };
 enum { WAITALL, TESTALL, WAITANY, TESTANY, WAITSOME, TESTSOME, NMODE };
@@ -36,6 +40,8 @@ static const char *const mode_name[NMODE] = {
 static const char *const order_name[3] = { "startall", "start", "start reversed" };
 
 static int rank, size;
+static int nonblocking;
+static int *sbuf, *rbuf, *bbuf, count;
 
 static int value(int r, int i, int round)
 {
@@ -175,17 +181,42 @@ static void complete(MPI_Request reqs[], int mode, int round)
              "round %d: generalized request not freed", round);
 }
 
+static int start_one(MPI_Request reqs[], int i)
+{
+    if (!nonblocking || i >= SEND) {
+        return MPI_Start(&reqs[i]);
+    }
+    switch (i) {
+    case ALLREDUCE:
+        return MPI_Iallreduce(sbuf, rbuf, count, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+                              &reqs[i]);
+    case BCAST:
+        return MPI_Ibcast(bbuf, count, MPI_INT, size - 1, MPI_COMM_WORLD, &reqs[i]);
+    default:
+        return MPI_Ibarrier(MPI_COMM_WORLD, &reqs[i]);
+    }
+}
+
 static void start(MPI_Request reqs[], int order, int round)
 {
     const char *what = order_name[order];
     if (order == 0) {
-        tu_check(MPI_Startall(GREQ, reqs) == MPI_SUCCESS, what, "round %d", round);
+        const int first = nonblocking ? SEND : 0;
+        int rc = MPI_SUCCESS;
+        for (int i = 0; i < first && rc == MPI_SUCCESS; i++) {
+            rc = start_one(reqs, i);
+        }
+        if (rc == MPI_SUCCESS) {
+            rc = MPI_Startall(GREQ - first, &reqs[first]);
+        }
+        tu_check(rc == MPI_SUCCESS, what, "round %d: %s", round, tu_errstr(rc));
         return;
     }
     for (int k = 0; k < GREQ; k++) {
         const int i = order == 1 ? k : GREQ - 1 - k;
-        tu_check(MPI_Start(&reqs[i]) == MPI_SUCCESS, what, "round %d: request %d",
-                 round, i);
+        const int rc = start_one(reqs, i);
+        tu_check(rc == MPI_SUCCESS, what, "round %d: request %d: %s", round, i,
+                 tu_errstr(rc));
     }
 }
 
@@ -213,40 +244,49 @@ static void check_values(const int *r, const int *b, const int *in, int count,
              how, bad_m);
 }
 
-#endif
-
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     tu_init("test_persist_mix");
-#if !defined(HAVE_PMPI_ALLREDUCE_INIT)
-    (void)argc;
-    (void)argv;
-    tu_skip("the MPI library has no persistent collectives");
-#else
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
     const int rounds = argc > 1 ? atoi(argv[1]) : 200;
-    const int count = argc > 2 ? atoi(argv[2]) : 10007;
+    count = argc > 2 ? atoi(argv[2]) : 10007;
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+    nonblocking = argc > 3 && strcmp(argv[3], "nonblocking") == 0;
+#else
+    nonblocking = 1;
+#endif
+    if (rank == 0) {
+        printf("test_persist_mix: %s\n", nonblocking
+               ? "collar's nonblocking collectives and the library's MPI_Ibarrier"
+               : "collar's persistent collectives and the library's MPI_Barrier_init");
+        fflush(stdout);
+    }
     const int msg = 257;
-    int *s = malloc((size_t)count * sizeof(int));
-    int *r = malloc((size_t)count * sizeof(int));
-    int *b = malloc((size_t)count * sizeof(int));
+    int *s = sbuf = malloc((size_t)count * sizeof(int));
+    int *r = rbuf = malloc((size_t)count * sizeof(int));
+    int *b = bbuf = malloc((size_t)count * sizeof(int));
     int *out = malloc((size_t)msg * sizeof(int));
     int *in = malloc((size_t)msg * sizeof(int));
     const int right = (rank + 1) % size, left = (rank + size - 1) % size;
 
     MPI_Comm check;
     MPI_Comm_dup(MPI_COMM_WORLD, &check);
-    MPI_Request reqs[NREQ];
-    tu_check_rc(MPI_Allreduce_init(s, r, count, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
-                                   MPI_INFO_NULL, &reqs[ALLREDUCE]), "allreduce_init");
-    tu_check_rc(MPI_Bcast_init(b, count, MPI_INT, size - 1, MPI_COMM_WORLD,
-                               MPI_INFO_NULL, &reqs[BCAST]), "bcast_init");
-    tu_check_rc(MPI_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &reqs[BARRIER]),
-                "barrier_init");
+    MPI_Request reqs[NREQ] = { MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL };
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+    if (!nonblocking) {
+        tu_check_rc(MPI_Allreduce_init(s, r, count, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+                                       MPI_INFO_NULL, &reqs[ALLREDUCE]),
+                    "allreduce_init");
+        tu_check_rc(MPI_Bcast_init(b, count, MPI_INT, size - 1, MPI_COMM_WORLD,
+                                   MPI_INFO_NULL, &reqs[BCAST]), "bcast_init");
+        tu_check_rc(MPI_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &reqs[BARRIER]),
+                    "barrier_init");
+    }
+#endif
     tu_check_rc(MPI_Send_init(out, msg, MPI_INT, right, 7, MPI_COMM_WORLD,
                               &reqs[SEND]), "send_init");
     tu_check_rc(MPI_Recv_init(in, msg, MPI_INT, left, 7, MPI_COMM_WORLD,
@@ -280,7 +320,7 @@ int main(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
     }
-    for (int i = 0; i < GREQ; i++) {
+    for (int i = nonblocking ? SEND : 0; i < GREQ; i++) {
         tu_check_rc(MPI_Request_free(&reqs[i]), "request_free");
     }
     MPI_Comm_free(&check);
@@ -292,5 +332,4 @@ int main(int argc, char **argv)
     const int status = tu_finish();
     MPI_Finalize();
     return status;
-#endif
 }
