@@ -1227,7 +1227,6 @@ COLLAR_EXPORT int MPI_Testall(int count, MPI_Request requests[], int *flag,
     collar_watch_begin(&w, count, requests);
     collar_progress_all();
     if (w.found == 0) {
-        collar_watch_end(&w);
         return PMPI_Testall(count, requests, flag, statuses);
     }
     int rc = test_all(count, requests, flag, statuses);
