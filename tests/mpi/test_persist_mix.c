@@ -22,6 +22,9 @@
  * library's MPI_Ibarrier in their place, issued where the persistent ones
  * are started; the send, the receive and the generalized request stay.
  *
+ * Last, completion calls over 20 requests, none of collar's, while collar
+ * holds one of its own: no memory kept (the resident size).
+ *
  * Usage: test_persist_mix [rounds [count [nonblocking]]]
  * (defaults 200 and 10007 ints).
  */
