@@ -890,7 +890,9 @@ COLLAR_EXPORT int MPI_Allreduce_init_c(const void *sbuf, void *rbuf,
  * While collar has operations outstanding, a wait becomes a loop of progress
  * and the matching test, so that collar's schedules advance while the
  * application waits (for them or for anything else).  With nothing
- * outstanding, the MPI library's own wait runs.
+ * outstanding, the MPI library's own wait runs.  MPI_Waitall's test, and
+ * MPI_Testall's over collar's requests, is collar's own (test_all): the
+ * library's MPI_Testall does not always answer as its MPI_Waitall does.
  */
 static void wait_pause(unsigned *spins)
 {
@@ -1038,6 +1040,44 @@ COLLAR_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
     return rc;
 }
 
+/*
+ * MPI_Testall with the library's waits: whether every request is complete
+ * comes from PMPI_Request_get_status, which completes, deactivates and
+ * frees nothing (stopping at the first one that is not); once they all
+ * are, the library's own MPI_Waitall completes them, at once, with the
+ * statuses and the return code it gives without collar.  Not the
+ * library's MPI_Testall: MPICH 4.0's reports MPI_ERR_IN_STATUS when one of
+ * its own persistent collective requests (MPI_Barrier_init), complete or
+ * inactive, is in the array with a request not yet complete (it knows no
+ * error of that kind of request; no status holds an error, the others
+ * say MPI_ERR_PENDING), where its MPI_Waitall waits and succeeds.  collar
+ * made that MPI_Waitall a loop of MPI_Testall, and so returned the error
+ * with its own operations still running (a broadcast's data not yet
+ * copied back).  An invalid request: the library's error, from
+ * PMPI_Request_get_status, raised there once.
+ */
+static int test_all(int count, MPI_Request requests[], int *flag,
+                    MPI_Status statuses[])
+{
+    *flag = 0;
+    for (int i = 0; i < count; i++) {
+        if (requests[i] == MPI_REQUEST_NULL) {
+            continue;
+        }
+        int done = 0;
+        const int rc = PMPI_Request_get_status(requests[i], &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || !done) {
+            return rc;
+        }
+    }
+    *flag = 1;
+    return PMPI_Waitall(count, requests, statuses);
+}
+
+/* Every request complete before the library completes them: collar's
+ * operations among them are over when the call returns, whatever it
+ * returns (MPICH's MPI_Waitall marks the requests after a failed one
+ * MPI_ERR_PENDING and leaves them for the application to complete). */
 static int wait_all(int count, MPI_Request requests[], MPI_Status statuses[],
                     collar_watch_t *w)
 {
@@ -1048,20 +1088,7 @@ static int wait_all(int count, MPI_Request requests[], MPI_Status statuses[],
                               count, requests, statuses);
         }
         int flag = 0;
-        int rc = PMPI_Testall(count, requests, &flag, statuses);
-        if (rc != MPI_SUCCESS && !flag && error_class(rc) == MPI_ERR_IN_STATUS) {
-            /* The MPI library (MPICH) stopped at a request that failed and
-             * left the others active, MPI_ERR_PENDING in their statuses.
-             * Its own MPI_Waitall returns only after every request has
-             * completed, and an application that then drops the pending
-             * ones (most do) must not leave collar's operations running on
-             * its buffers, with peers waiting for their messages: they
-             * progress only inside collar.  So collar's operations among
-             * them finish before the call returns; they stay for the
-             * application to collect, with the library's statuses. */
-            collar_progress_requests(count, requests);
-            return result_all(w, rc, count, requests, statuses);
-        }
+        const int rc = test_all(count, requests, &flag, statuses);
         if (rc != MPI_SUCCESS || flag) {
             return result_all(w, rc, count, requests, statuses);
         }
@@ -1163,13 +1190,14 @@ COLLAR_EXPORT int MPI_Testall(int count, MPI_Request requests[], int *flag,
     collar_watch_t w;
     collar_watch_begin(&w, count, requests);
     collar_progress_all();
-    int rc = PMPI_Testall(count, requests, flag, statuses);
-    if (w.found != 0) {
-        if (rc != MPI_SUCCESS || *flag) {
-            rc = result_all(&w, rc, count, requests, statuses);
-        }
-        collar_watch_end(&w);
+    if (w.found == 0) {
+        return PMPI_Testall(count, requests, flag, statuses);
     }
+    int rc = test_all(count, requests, flag, statuses);
+    if (rc != MPI_SUCCESS || *flag) {
+        rc = result_all(&w, rc, count, requests, statuses);
+    }
+    collar_watch_end(&w);
     return rc;
 }
 

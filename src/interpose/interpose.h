@@ -46,10 +46,6 @@ int collar_colls_allreduce(const collar_allreduce_args_t *a);
 
 /* Advance every outstanding schedule once; nonzero if any is outstanding. */
 int collar_progress_all(void);
-/* Progress until none of `requests` is one of collar's operations still
- * running; completes nothing for the caller (the requests stay as they are,
- * collar's completed operations ready for MPI_Wait / MPI_Test). */
-void collar_progress_requests(int count, const MPI_Request requests[]);
 /* collar_in_turn_fn_t (algo.h): fn(c) in the communicator's turn, once
  * its private communicator is there, progressing the others meanwhile. */
 collar_status_t collar_run_in_turn(collar_comm_t *c, void (*fn)(collar_comm_t *c));

@@ -24,6 +24,24 @@
  * the operation's communicator's handler (the library's completion says
  * success).
  *
+ * Completed in one call with other requests (the library's own persistent
+ * collectives, point-to-point and generalized requests): to the library the
+ * receive is one of its persistent receives, and its completion calls treat
+ * it as such.  What failed was collar's wait around them: while collar has
+ * operations outstanding, MPI_Waitall is a loop of progress and a test, and
+ * that test was the library's MPI_Testall.  MPICH 4.0's returns
+ * MPI_ERR_IN_STATUS when one of its own persistent collective requests
+ * (MPI_Barrier_init) is complete, or inactive, next to a request that is
+ * not (no status holds an error; the others say MPI_ERR_PENDING), where its
+ * MPI_Waitall waits and succeeds: collar's MPI_Waitall returned that error
+ * with its operation still running (a broadcast's data not yet copied
+ * back).  The test is now collar's (interpose.c, test_all): completion
+ * asked of MPI_Request_get_status, which changes no request, then the
+ * library's MPI_Waitall once every request is complete.  So MPI_Waitall,
+ * and MPI_Testall over collar's requests, return what the library's
+ * MPI_Waitall returns, once collar's operations among the requests have
+ * finished (tests/mpi/persist_mix.test).
+ *
  * MPI_Request_free on an active request: collar marks the operation freed
  * and hands MPI_REQUEST_NULL back at once; the library's receive stays
  * posted (and its tag reserved) until the operation finishes, when collar

@@ -178,42 +178,6 @@ int collar_progress_all(void)
     return 1;
 }
 
-/* Called with prog_lock held: whether `request` belongs to an operation
- * still on the run list (one that completes only through collar's
- * progress). */
-static int run_holds(MPI_Request request)
-{
-    for (const collar_sched_t *s = run_head; s != NULL; s = s->next) {
-        const greq_state_t *g = s->on_finish == NULL ? s->owner : NULL;
-        if (g != NULL && g->handle == request) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-void collar_progress_requests(int count, const MPI_Request requests[])
-{
-    unsigned spins = 0;
-    for (int i = 0; i < count; i++) {
-        if (requests[i] == MPI_REQUEST_NULL) {
-            continue;
-        }
-        for (;;) {
-            pthread_mutex_lock(&prog_lock);
-            progress_locked();
-            const int running = run_holds(requests[i]);
-            pthread_mutex_unlock(&prog_lock);
-            if (!running) {
-                break;
-            }
-            if (++spins > 64) {
-                sched_yield();
-            }
-        }
-    }
-}
-
 static void *progress_thread(void *arg)
 {
     (void)arg;
