@@ -20,7 +20,9 @@
  *     steps in flight.  A malformed value is one warning and no injection.
  *     "ipcopen:K" makes the K-th opening of a peer's IPC memory in this
  *     process fail (put it on one rank to test the agreement on falling
- *     back);
+ *     back); "ipckill:L" kills the process (SIGKILL) in its L-th IPC
+ *     allocation, before any peer has opened the memory (a rank killed
+ *     during the registration: tests/mpi/ipckill.test);
  *   - device scratch (dev_alloc) and IPC memory are registered, so that
  *     COLLAR_SIM_STRICT=1 catches them being handed to an MPI library that
  *     does not take device pointers (collar_sched_check_pmpi);
@@ -45,6 +47,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,9 +99,11 @@ static pthread_mutex_t      sim_start_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t         sim_fail_alloc_at;
 static uint64_t         sim_fail_copy_at;
 static uint64_t         sim_fail_ipcopen_at;
+static uint64_t         sim_fail_ipckill_at;
 static _Atomic uint64_t sim_nallocs;
 static _Atomic uint64_t sim_ncopies;
 static _Atomic uint64_t sim_nipcopens;
+static _Atomic uint64_t sim_nipcallocs;
 static char             sim_failed_marker;
 
 static void sim_sleep_ns(uint64_t ns)
@@ -274,26 +279,30 @@ static int sim_fail_item(const char *p, size_t len, const char *kind,
     return 1;
 }
 
-/* Parse COLLAR_SIM_FAIL: "alloc:N", "copy:M" or both, comma-separated. */
+/* Parse COLLAR_SIM_FAIL: "alloc:N", "copy:M", "ipcopen:K", "ipckill:L",
+ * comma-separated. */
 static void sim_fail_parse(const char *spec)
 {
     sim_fail_alloc_at = 0;
     sim_fail_copy_at = 0;
     sim_fail_ipcopen_at = 0;
+    sim_fail_ipckill_at = 0;
     atomic_store(&sim_nallocs, 0);
     atomic_store(&sim_ncopies, 0);
     atomic_store(&sim_nipcopens, 0);
+    atomic_store(&sim_nipcallocs, 0);
     if (spec == NULL || spec[0] == '\0') {
         return;
     }
-    uint64_t alloc_at = 0, copy_at = 0, ipcopen_at = 0;
+    uint64_t alloc_at = 0, copy_at = 0, ipcopen_at = 0, ipckill_at = 0;
     const char *p = spec;
     int ok = 1;
     for (;;) {
         const size_t n = strcspn(p, ",");
         if (!sim_fail_item(p, n, "alloc", &alloc_at)
             && !sim_fail_item(p, n, "copy", &copy_at)
-            && !sim_fail_item(p, n, "ipcopen", &ipcopen_at)) {
+            && !sim_fail_item(p, n, "ipcopen", &ipcopen_at)
+            && !sim_fail_item(p, n, "ipckill", &ipckill_at)) {
             ok = 0;
             break;
         }
@@ -304,17 +313,19 @@ static void sim_fail_parse(const char *spec)
     }
     if (!ok) {
         collar_warn_lead(ENV, "COLLAR_SIM_FAIL='%.64s' is invalid: expected "
-                         "alloc:N, copy:M and/or ipcopen:K, comma-separated, "
-                         "each at most once, N, M and K from 1 (e.g. "
+                         "alloc:N, copy:M, ipcopen:K and/or ipckill:L, "
+                         "comma-separated, each at most once, from 1 (e.g. "
                          "alloc:3,copy:10); no failure is injected", spec);
         return;
     }
     sim_fail_alloc_at = alloc_at;
     sim_fail_copy_at = copy_at;
     sim_fail_ipcopen_at = ipcopen_at;
+    sim_fail_ipckill_at = ipckill_at;
     collar_debug(MEM, "sim device: allocation %llu, copy %llu and IPC open "
-                 "%llu fail (0: none)", (unsigned long long)alloc_at,
-                 (unsigned long long)copy_at, (unsigned long long)ipcopen_at);
+                 "%llu fail, IPC allocation %llu kills the process (0: none)",
+                 (unsigned long long)alloc_at, (unsigned long long)copy_at,
+                 (unsigned long long)ipcopen_at, (unsigned long long)ipckill_at);
 }
 
 static collar_status_t sim_init(void)
@@ -544,6 +555,19 @@ static sim_ipc_map_t *sim_ipc_take(void *ptr)
     return m;
 }
 
+/* COLLAR_SIM_FAIL=ipckill:L: the process dies (SIGKILL: no handler, no
+ * atexit) in its L-th IPC allocation, after the memory exists and before
+ * any peer has opened it, as a rank killed during the registration. */
+static void sim_fail_ipckill(void)
+{
+    if (sim_fail_ipckill_at != 0
+        && atomic_fetch_add(&sim_nipcallocs, 1) + 1 == sim_fail_ipckill_at) {
+        collar_debug(MEM, "sim: injected kill in IPC allocation %llu",
+                     (unsigned long long)sim_fail_ipckill_at);
+        raise(SIGKILL);
+    }
+}
+
 static collar_status_t sim_ipc_alloc(size_t bytes, void **ptr,
                                      collar_ipc_handle_t *handle)
 {
@@ -572,6 +596,7 @@ static collar_status_t sim_ipc_alloc(size_t bytes, void **ptr,
     sim_ipc_remember(p, (size_t)h.bytes, 1, h.name);
     memcpy(handle->bytes, &h, sizeof(h));
     *ptr = p;
+    sim_fail_ipckill();
     return COLLAR_OK;
 }
 
