@@ -143,8 +143,8 @@ static int ipc_wait(MPI_Request *req, collar_check_progress_fn_t progress)
  * Set up a region of `cap` bytes an area, collectively over the node
  * (every rank of the communicator: the caller checked comm->one_node):
  * allocate, exchange handles (allgather), map every peer's, agree
- * (allreduce MPI_MIN of the codes), then let the backend drop the names
- * (ipc_published).  Returns the agreed code; *out the region when IPC_OK.
+ * (allreduce MPI_MIN of the codes), then let the backend drop what made
+ * the handle openable (ipc_published).  Returns the agreed code; *out the region when IPC_OK.
  */
 static int ipc_register(collar_comm_t *comm, const collar_device_t *dev,
                         size_t cap, collar_check_progress_fn_t progress,
