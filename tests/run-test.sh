@@ -155,8 +155,11 @@ run_common() {
         timeout -k 10 "$timeout_s" "$MPIRUN" $launcher_opts -np "$np" \
             env ${preload:+LD_PRELOAD=$preload} $rank_wrapper "$@" >"$last_output" 2>&1 || rc=$?
         cat "$last_output"
-        echo "+ ($(($(date +%s) - run_t0)) s)"
-        if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        run_s=$(($(date +%s) - run_t0))
+        echo "+ ($run_s s)"
+        # 137 is also a launcher's code for a rank killed by SIGKILL: only
+        # a run that took the whole limit timed out.
+        if { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && [ $run_s -ge "$timeout_s" ]; then
             echo "FAIL: timed out after ${timeout_s}s"
         fi
         exit $rc

@@ -132,8 +132,8 @@ static void ipc_state_release(void *arg)
  * point to point on the private communicator; maps every peer's memory
  * (ipc_open_step); all ranks of the communicator agree on the outcome
  * (MPI_MIN of the codes, every node at once for hier); the continuation
- * (ipc_continue) then records it, lets the backend drop the names
- * (ipc_published: every peer has opened the handle or given up) and
+ * (ipc_continue) then records it, lets the backend drop what made the
+ * handle openable (ipc_published: every peer has opened the handle or given up) and
  * appends the algorithm's steps, or chunked's when the outcome is not
  * IPC_OK.  The steps are `once`: a persistent operation registers at its
  * first start only.

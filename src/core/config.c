@@ -233,7 +233,8 @@ static const cfg_row_t table[] = {
     { "COLLAR_SIM_FAIL", CFG_STRING, "",
       "sim device: inject failures, e.g. alloc:3,copy:10 (the 3rd staging "
       "allocation and the 10th copy of this process fail), ipcopen:1 (the "
-      "first opening of a peer's IPC memory fails), for tests.",
+      "first opening of a peer's IPC memory fails), ipckill:1 (the process "
+      "is killed in its first IPC allocation), for tests.",
       FIELD(sim_fail), NULL, 0, 0 },
     { "COLLAR_SIM_STRICT", CFG_BOOL, "0",
       "sim device: before each schedule runs, abort if a buffer it hands to "

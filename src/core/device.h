@@ -108,8 +108,8 @@ typedef struct collar_device {
      *   ipc_open       map a peer's handle into this process;
      *   ipc_published  every peer has opened (or given up on) the handle of
      *                  `ptr`: the backend may drop what made it openable
-     *                  (the sim device unlinks its shared memory name), so
-     *                  that nothing outlives a process that dies;
+     *                  (the sim device closes the descriptor that peers
+     *                  open its memory through);
      *   ipc_close      unmap what ipc_open mapped;
      *   ipc_free       free what ipc_alloc allocated (after the peers
      *                  closed it, or with them gone).

@@ -20,7 +20,9 @@
  *     steps in flight.  A malformed value is one warning and no injection.
  *     "ipcopen:K" makes the K-th opening of a peer's IPC memory in this
  *     process fail (put it on one rank to test the agreement on falling
- *     back);
+ *     back); "ipckill:L" kills the process (SIGKILL) in its L-th IPC
+ *     allocation, before any peer has opened the memory (a rank killed
+ *     during the registration: tests/mpi/ipckill.test);
  *   - device scratch (dev_alloc) and IPC memory are registered, so that
  *     COLLAR_SIM_STRICT=1 catches them being handed to an MPI library that
  *     does not take device pointers (collar_sched_check_pmpi);
@@ -31,12 +33,29 @@
  *     bytes: two reads and a write; one of n inputs, reduce_n_async,
  *     n + 1 times).  Host staging is registered to tell the
  *     two apart;
- *   - IPC memory (ipc_alloc) is POSIX shared memory: shm_open of a name
- *     unique to the process and the allocation ("/collar-ipc-PID-N"), mapped
- *     shared; the handle carries the name and the size, a peer maps it with
- *     shm_open + mmap, and the owner unlinks the name as soon as every peer
- *     has opened it (ipc_published), so that no name is left behind in
- *     /dev/shm if a process dies later.
+ *   - IPC memory (ipc_alloc) is an anonymous file (memfd_create), mapped
+ *     shared.  It has no name: the handle carries the owner's PID and
+ *     descriptor, and a peer opens /proc/PID/fd/FD and maps that.  The
+ *     owner closes the descriptor once every peer has opened it
+ *     (ipc_published); the mappings alone keep the memory then, and the
+ *     kernel frees it with the last of them however the processes end, so
+ *     a rank killed during the registration (after ipc_alloc, before
+ *     ipc_published) leaves nothing behind.  Why no names: a named object
+ *     in /dev/shm outlives an owner killed before unlinking it, and
+ *     removing such names at a later run would need the owner's PID, start
+ *     time, boot and PID namespace in each name, would wait for a later
+ *     run that may never come, and would delete files by inference.
+ *     Opening /proc/PID/fd/FD takes ptrace read access to the owner (the
+ *     same user, or root; not a process made non-dumpable), which Yama's
+ *     ptrace_scope does not restrict; pidfd_getfd (Linux 5.6) would take
+ *     attach access, which ptrace_scope=1 denies between the sibling
+ *     processes of a job.  A PID names the owner only in the owner's PID
+ *     namespace (containers may share a node but not PIDs): the handle
+ *     carries that namespace (the inode of /proc/self/ns/pid) and the
+ *     file's inode, and a peer in another namespace, or one that finds
+ *     another file at the path (the owner gone, its PID and descriptor
+ *     reused), does not map it: the open fails and ipc falls back on every
+ *     rank.
  * Worker threads start on the first operation, so a process that never
  * stages anything never has them.
  */
@@ -45,11 +64,13 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,9 +117,11 @@ static pthread_mutex_t      sim_start_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t         sim_fail_alloc_at;
 static uint64_t         sim_fail_copy_at;
 static uint64_t         sim_fail_ipcopen_at;
+static uint64_t         sim_fail_ipckill_at;
 static _Atomic uint64_t sim_nallocs;
 static _Atomic uint64_t sim_ncopies;
 static _Atomic uint64_t sim_nipcopens;
+static _Atomic uint64_t sim_nipcallocs;
 static char             sim_failed_marker;
 
 static void sim_sleep_ns(uint64_t ns)
@@ -274,26 +297,30 @@ static int sim_fail_item(const char *p, size_t len, const char *kind,
     return 1;
 }
 
-/* Parse COLLAR_SIM_FAIL: "alloc:N", "copy:M" or both, comma-separated. */
+/* Parse COLLAR_SIM_FAIL: "alloc:N", "copy:M", "ipcopen:K", "ipckill:L",
+ * comma-separated. */
 static void sim_fail_parse(const char *spec)
 {
     sim_fail_alloc_at = 0;
     sim_fail_copy_at = 0;
     sim_fail_ipcopen_at = 0;
+    sim_fail_ipckill_at = 0;
     atomic_store(&sim_nallocs, 0);
     atomic_store(&sim_ncopies, 0);
     atomic_store(&sim_nipcopens, 0);
+    atomic_store(&sim_nipcallocs, 0);
     if (spec == NULL || spec[0] == '\0') {
         return;
     }
-    uint64_t alloc_at = 0, copy_at = 0, ipcopen_at = 0;
+    uint64_t alloc_at = 0, copy_at = 0, ipcopen_at = 0, ipckill_at = 0;
     const char *p = spec;
     int ok = 1;
     for (;;) {
         const size_t n = strcspn(p, ",");
         if (!sim_fail_item(p, n, "alloc", &alloc_at)
             && !sim_fail_item(p, n, "copy", &copy_at)
-            && !sim_fail_item(p, n, "ipcopen", &ipcopen_at)) {
+            && !sim_fail_item(p, n, "ipcopen", &ipcopen_at)
+            && !sim_fail_item(p, n, "ipckill", &ipckill_at)) {
             ok = 0;
             break;
         }
@@ -304,17 +331,19 @@ static void sim_fail_parse(const char *spec)
     }
     if (!ok) {
         collar_warn_lead(ENV, "COLLAR_SIM_FAIL='%.64s' is invalid: expected "
-                         "alloc:N, copy:M and/or ipcopen:K, comma-separated, "
-                         "each at most once, N, M and K from 1 (e.g. "
+                         "alloc:N, copy:M, ipcopen:K and/or ipckill:L, "
+                         "comma-separated, each at most once, from 1 (e.g. "
                          "alloc:3,copy:10); no failure is injected", spec);
         return;
     }
     sim_fail_alloc_at = alloc_at;
     sim_fail_copy_at = copy_at;
     sim_fail_ipcopen_at = ipcopen_at;
+    sim_fail_ipckill_at = ipckill_at;
     collar_debug(MEM, "sim device: allocation %llu, copy %llu and IPC open "
-                 "%llu fail (0: none)", (unsigned long long)alloc_at,
-                 (unsigned long long)copy_at, (unsigned long long)ipcopen_at);
+                 "%llu fail, IPC allocation %llu kills the process (0: none)",
+                 (unsigned long long)alloc_at, (unsigned long long)copy_at,
+                 (unsigned long long)ipcopen_at, (unsigned long long)ipckill_at);
 }
 
 static collar_status_t sim_init(void)
@@ -488,42 +517,47 @@ static int sim_is_dev_scratch(const void *ptr, size_t bytes)
 
 /* ------------------------------------------------------------ IPC memory */
 
-/* The handle: the size, then the shared memory object's name. */
+/* The handle: the size, where a peer finds the file (the owner's PID and
+ * descriptor), and what the file must be when found (its inode, and the
+ * owner's PID namespace, in which that PID means the owner). */
 typedef struct {
     uint64_t bytes;
-    char     name[COLLAR_IPC_HANDLE_BYTES - sizeof(uint64_t)];
+    uint64_t ino;       /* st_ino and st_dev of the memfd */
+    uint64_t dev;
+    uint64_t pidns;     /* st_ino of the owner's /proc/self/ns/pid */
+    int32_t  pid;
+    int32_t  fd;
 } sim_ipc_handle_t;
 
 _Static_assert(sizeof(sim_ipc_handle_t) <= sizeof(collar_ipc_handle_t),
                "the sim IPC handle fits collar_ipc_handle_t");
 
-/* Mappings, own (name set until unlinked) and of peers. */
+/* Mappings, own and of peers; fd: an own memfd until published, else -1. */
 typedef struct sim_ipc_map {
     struct sim_ipc_map *next;
     void               *ptr;
     size_t              len;
-    int                 own;
-    char                name[sizeof(((sim_ipc_handle_t *)0)->name)];
+    int                 fd;
 } sim_ipc_map_t;
 
 static sim_ipc_map_t   *sim_ipc_maps;
 static pthread_mutex_t  sim_ipc_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic uint64_t sim_ipc_serial;
 
-static void sim_ipc_remember(void *ptr, size_t len, int own, const char *name)
+static void sim_ipc_remember(void *ptr, size_t len, int fd)
 {
     sim_ipc_map_t *m = calloc(1, sizeof(*m));
     if (m != NULL) {
         m->ptr = ptr;
         m->len = len;
-        m->own = own;
-        if (name != NULL) {
-            snprintf(m->name, sizeof(m->name), "%s", name);
-        }
+        m->fd = fd;
         pthread_mutex_lock(&sim_ipc_lock);
         m->next = sim_ipc_maps;
         sim_ipc_maps = m;
         pthread_mutex_unlock(&sim_ipc_lock);
+    } else if (fd >= 0) {
+        /* Not remembered: nowhere to keep the descriptor until it is
+         * published, so no peer can open the memory (they fall back). */
+        close(fd);
     }
     sim_range_add(&sim_scratch, ptr, len);
 }
@@ -544,6 +578,26 @@ static sim_ipc_map_t *sim_ipc_take(void *ptr)
     return m;
 }
 
+/* This process's PID namespace (0: /proc has no ns/pid to tell). */
+static uint64_t sim_pidns(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+/* COLLAR_SIM_FAIL=ipckill:L: the process dies (SIGKILL: no handler, no
+ * atexit) in its L-th IPC allocation, after the memory exists and before
+ * any peer has opened it, as a rank killed during the registration. */
+static void sim_fail_ipckill(void)
+{
+    if (sim_fail_ipckill_at != 0
+        && atomic_fetch_add(&sim_nipcallocs, 1) + 1 == sim_fail_ipckill_at) {
+        collar_debug(MEM, "sim: injected kill in IPC allocation %llu",
+                     (unsigned long long)sim_fail_ipckill_at);
+        raise(SIGKILL);
+    }
+}
+
 static collar_status_t sim_ipc_alloc(size_t bytes, void **ptr,
                                      collar_ipc_handle_t *handle)
 {
@@ -551,27 +605,31 @@ static collar_status_t sim_ipc_alloc(size_t bytes, void **ptr,
     memset(&h, 0, sizeof(h));
     memset(handle, 0, sizeof(*handle));
     h.bytes = bytes ? bytes : 1;
-    snprintf(h.name, sizeof(h.name), "/collar-ipc-%ld-%llu", (long)getpid(),
-             (unsigned long long)atomic_fetch_add(&sim_ipc_serial, 1));
-    int fd = shm_open(h.name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    int fd = memfd_create("collar-ipc", MFD_CLOEXEC);
     if (fd < 0) {
-        collar_debug(MEM, "sim: shm_open %s failed: %m", h.name);
+        collar_debug(MEM, "sim: memfd_create failed: %m");
         return COLLAR_ERR_NO_MEMORY;
     }
     void *p = MAP_FAILED;
-    if (ftruncate(fd, (off_t)h.bytes) == 0) {
+    struct stat st;
+    if (ftruncate(fd, (off_t)h.bytes) == 0 && fstat(fd, &st) == 0) {
         p = mmap(NULL, (size_t)h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     }
-    close(fd);
     if (p == MAP_FAILED) {
-        collar_debug(MEM, "sim: cannot map %llu bytes of %s: %m",
-                     (unsigned long long)h.bytes, h.name);
-        shm_unlink(h.name);
+        collar_debug(MEM, "sim: cannot map %llu bytes of IPC memory: %m",
+                     (unsigned long long)h.bytes);
+        close(fd);
         return COLLAR_ERR_NO_MEMORY;
     }
-    sim_ipc_remember(p, (size_t)h.bytes, 1, h.name);
+    h.ino = (uint64_t)st.st_ino;
+    h.dev = (uint64_t)st.st_dev;
+    h.pidns = sim_pidns();
+    h.pid = (int32_t)getpid();
+    h.fd = fd;
+    sim_ipc_remember(p, (size_t)h.bytes, fd);
     memcpy(handle->bytes, &h, sizeof(h));
     *ptr = p;
+    sim_fail_ipckill();
     return COLLAR_OK;
 }
 
@@ -591,25 +649,47 @@ static collar_status_t sim_ipc_open(const collar_ipc_handle_t *handle, void **pt
 {
     sim_ipc_handle_t h;
     memcpy(&h, handle->bytes, sizeof(h));
-    h.name[sizeof(h.name) - 1] = '\0';
     if (sim_fail_ipcopen_at != 0
         && atomic_fetch_add(&sim_nipcopens, 1) + 1 == sim_fail_ipcopen_at) {
-        collar_debug(MEM, "sim: injected failure of IPC open %llu (%s)",
-                     (unsigned long long)sim_fail_ipcopen_at, h.name);
+        collar_debug(MEM, "sim: injected failure of IPC open %llu (process %ld)",
+                     (unsigned long long)sim_fail_ipcopen_at, (long)h.pid);
         return COLLAR_ERR_DEVICE;
     }
-    int fd = shm_open(h.name, O_RDWR, 0600);
+    if (h.pid <= 0 || h.fd < 0 || h.bytes == 0) {
+        return COLLAR_ERR_INVALID;
+    }
+    if (h.pidns != sim_pidns()) {
+        /* The PID would name another process here, or none. */
+        collar_debug(MEM, "sim: the IPC memory of process %ld is in another "
+                     "PID namespace", (long)h.pid);
+        return COLLAR_ERR_DEVICE;
+    }
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%ld/fd/%ld", (long)h.pid, (long)h.fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
-        collar_debug(MEM, "sim: cannot open %s: %m", h.name);
+        collar_debug(MEM, "sim: cannot open %s: %m", path);
         return COLLAR_ERR_DEVICE;
     }
-    void *p = mmap(NULL, (size_t)h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    /* The owner may be gone and its PID and descriptor number reused:
+     * map only the very file it published. */
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != h.ino
+        || (uint64_t)st.st_dev != h.dev || st.st_size < 0
+        || (uint64_t)st.st_size < h.bytes) {
+        collar_debug(MEM, "sim: %s is not the IPC memory published", path);
+    } else {
+        p = mmap(NULL, (size_t)h.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            collar_debug(MEM, "sim: cannot map %s: %m", path);
+        }
+    }
     close(fd);
     if (p == MAP_FAILED) {
-        collar_debug(MEM, "sim: cannot map %s: %m", h.name);
         return COLLAR_ERR_DEVICE;
     }
-    sim_ipc_remember(p, (size_t)h.bytes, 0, NULL);
+    sim_ipc_remember(p, (size_t)h.bytes, -1);
     *ptr = p;
     return COLLAR_OK;
 }
@@ -618,9 +698,9 @@ static void sim_ipc_published(void *ptr)
 {
     pthread_mutex_lock(&sim_ipc_lock);
     for (sim_ipc_map_t *m = sim_ipc_maps; m != NULL; m = m->next) {
-        if (m->ptr == ptr && m->own && m->name[0] != '\0') {
-            shm_unlink(m->name);
-            m->name[0] = '\0';
+        if (m->ptr == ptr && m->fd >= 0) {
+            close(m->fd);
+            m->fd = -1;
         }
     }
     pthread_mutex_unlock(&sim_ipc_lock);
@@ -633,8 +713,8 @@ static void sim_ipc_unmap(void *ptr)
         return;
     }
     sim_range_remove(&sim_scratch, ptr);
-    if (m->own && m->name[0] != '\0') {
-        shm_unlink(m->name);
+    if (m->fd >= 0) {
+        close(m->fd);
     }
     munmap(m->ptr, m->len);
     free(m);

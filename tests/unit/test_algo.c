@@ -10,7 +10,10 @@
  *     and the windows of operations in flight together disjoint;
  *   - the ring on host buffers hands no device scratch to PMPI and runs no
  *     device reduction (collar_sched_check_pmpi, the COLLAR_SIM_STRICT
- *     check).
+ *     check);
+ *   - the sim device's IPC memory, between this process and a child: what
+ *     one writes the other reads; once published, the handle opens nothing,
+ *     not even another file put at the owner's descriptor number.
  */
 #include "config.h"
 #include "algo/algo.h"
@@ -21,6 +24,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const collar_device_t *dev = &collar_device_sim;
 
@@ -757,6 +763,66 @@ static void test_ipc_reduce_n(void)
                "an invalid pair refused");
 }
 
+/* In a child process (a peer: another PID, the path through /proc taken
+ * for real): open the handle, and when it opens, check the owner's bytes
+ * and write the peer's.  Returns the child's exit code: 0 opened and
+ * checked, 2 not opened, 1 wrong bytes or no child. */
+static int sim_ipc_peer(const collar_ipc_handle_t *h, size_t bytes)
+{
+    const pid_t pid = fork();
+    if (pid == 0) {
+        void *p = NULL;
+        if (dev->ipc_open(h, &p) != COLLAR_OK) {
+            _exit(2);
+        }
+        char *c = p;
+        int ok = c[0] == 'o' && c[bytes - 1] == 'O';
+        c[0] = 'p';
+        c[bytes - 1] = 'P';
+        dev->ipc_close(p);
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) {
+        return 1;
+    }
+    return WEXITSTATUS(status);
+}
+
+static void test_sim_ipc(void)
+{
+    const size_t bytes = 3 * 4096 + 5;
+    void *own = NULL;
+    collar_ipc_handle_t h;
+    UNIT_CHECK(dev->ipc_alloc(bytes, &own, &h) == COLLAR_OK && own != NULL,
+               "sim ipc_alloc");
+    if (own == NULL) {
+        return;
+    }
+    char *c = own;
+    c[0] = 'o';
+    c[bytes - 1] = 'O';
+    UNIT_CHECK(sim_ipc_peer(&h, bytes) == 0, "a peer process maps the memory "
+               "and reads the owner's bytes");
+    UNIT_CHECK(c[0] == 'p' && c[bytes - 1] == 'P', "the owner reads the peer's "
+               "bytes");
+    /* Published: the owner's descriptor is closed, and the lowest free
+     * number, the one the handle names, goes to the next file opened. */
+    dev->ipc_published(own);
+    const int other = memfd_create("not-collar", MFD_CLOEXEC);
+    UNIT_CHECK(other >= 0 && ftruncate(other, (off_t)bytes) == 0,
+               "another file");
+    c[0] = 'o';
+    c[bytes - 1] = 'O';
+    UNIT_CHECK(sim_ipc_peer(&h, bytes) == 2, "after ipc_published, the handle "
+               "opens nothing (another file at its descriptor is refused)");
+    UNIT_CHECK(c[0] == 'o', "the owner's memory is untouched");
+    if (other >= 0) {
+        close(other);
+    }
+    dev->ipc_free(own);
+}
+
 int main(int argc, char **argv)
 {
     collar_config_load();
@@ -789,6 +855,9 @@ int main(int argc, char **argv)
     }
     if (want(argc, argv, "test_canary")) {
         test_canary();
+    }
+    if (want(argc, argv, "test_sim_ipc")) {
+        test_sim_ipc();
     }
     collar_pool_release_all();
     dev->finalize();
