@@ -145,7 +145,10 @@ void collar_algo_eligible(const collar_call_t *call, int mpi_cuda_aware,
               "op and datatype it has a reduction for",
               "hier -> chunked: hier works on device buffers only" },
         };
-        const int host = call->mem == COLLAR_MEM_HOST || call->rmem == COLLAR_MEM_HOST;
+        /* The call's memory kind, which every rank agrees on; a rank's own
+         * mix of host and device buffers never decides (ipc and hier run
+         * on every mix). */
+        const int host = call->mem == COLLAR_MEM_HOST;
         plan->fallback = why[plan->alg == COLLAR_ALG_HIER][host];
         plan->alg = COLLAR_ALG_CHUNKED;
     }

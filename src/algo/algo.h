@@ -31,8 +31,14 @@ typedef struct {
     MPI_Aint          true_extent;
     collar_dtype_t    cdt;        /* COLLAR_DT_NONE: collar cannot reduce it */
     collar_op_t       cop;        /* COLLAR_OP_NONE: user-defined or other */
+    /* Host or device: device when either buffer is device memory, the
+     * same on every rank (docs/reliability.md).  Every choice (selection,
+     * eligibility, fallbacks) reads this one. */
     collar_mem_kind_t mem;
-    collar_mem_kind_t rmem;       /* of the receive buffer alone */
+    /* Of the receive buffer alone: may differ between ranks, so builders
+     * only read it, to treat a host receive buffer on this rank (kernels
+     * cannot write pageable memory); never a choice. */
+    collar_mem_kind_t rmem;
     const collar_device_t *dev;   /* the open backend (NULL: none) */
 } collar_call_t;
 
@@ -97,8 +103,9 @@ collar_status_t collar_algo_ipc_build(const collar_call_t *call,
                                       collar_sched_t *sched);
 /* The one-shot threshold in force for the plan. */
 size_t collar_algo_ipc_oneshot(const collar_plan_t *plan);
-/* Can ipc run this call, as far as the call shows?  Device buffers, a
- * predefined op and type the device reduces, laid out densely. */
+/* Can ipc run this call, as far as the call shows?  A device call (any mix
+ * of buffers), a predefined op and type the device reduces, laid out
+ * densely. */
 int collar_algo_ipc_eligible_call(const collar_call_t *call);
 /*
  * The rest of ipc's eligibility, which needs the communicator: all its
@@ -194,7 +201,7 @@ int collar_call_chunkable(const collar_call_t *call);
  * the algorithm can run this call, and say why in plan->fallback.
  *   native  on device memory needs an MPI library that takes device
  *           pointers (mpi_cuda_aware)           -> staged
- *   ipc     device buffers, and what ring needs    -> chunked
+ *   ipc     a device call, and what ring needs     -> chunked
  *           (then collar_algo_ipc_eligible: one node, IPC memory)
  *   hier    the same                               -> chunked
  *           (then collar_algo_hier_eligible: nodes, IPC memory)

@@ -54,6 +54,12 @@
  * every rank has finished reading what the previous call left in the
  * region, and only then does the copy-in overwrite it.
  *
+ * Buffers: only copies touch the send buffer and, in two-shot, the receive
+ * buffer, so either may be host memory on a rank (a device call with a
+ * mix of buffers).  One-shot reduces with kernels into the receive buffer
+ * when it is device memory, else into the own `out` area and copies the
+ * result out: the same signals on every rank whatever its mix.
+ *
  * Failure: a step that fails drains as in every schedule, and the status
  * agreement makes every rank return an error.  A region that cannot be set
  * up (no IPC in the backend, a peer's memory that cannot be mapped, not one
@@ -593,9 +599,19 @@ static collar_status_t ipc_steps(const collar_call_t *call,
     COLLAR_CHECK(collar_ipc_add_intake(s, op, call, COLLAR_STEP_ON_PRIVATE, stream,
                                        &c1));
     if (call->bytes < collar_algo_ipc_oneshot(plan) || g->n == 1) {
-        COLLAR_CHECK(collar_ipc_add_reduce_all(s, call, g, in, call->rbuf, 0,
+        /* A kernel writes the result: into the receive buffer when it is
+         * device memory, else into the own `out` area (unused by one-shot,
+         * no peer reads it before the next call's C0), copied out from
+         * there. */
+        const int host = call->rmem == COLLAR_MEM_HOST;
+        char *dst = host ? g->own + out : call->rbuf;
+        COLLAR_CHECK(collar_ipc_add_reduce_all(s, call, g, in, dst, 0,
                                                (size_t)call->count, stream, c1,
                                                &last));
+        if (host) {
+            COLLAR_CHECK(collar_ipc_add_copy(s, call->rbuf, dst, call->bytes,
+                                             stream, last, &last));
+        }
         return collar_sched_add_agree(s, 1);
     }
 
@@ -628,10 +644,10 @@ collar_status_t collar_algo_ipc_build(const collar_call_t *call,
 
 int collar_algo_ipc_eligible_call(const collar_call_t *call)
 {
-    /* Device memory on both sides (the reductions write the receive buffer
-     * on the device), a reduction collar has, elements without gaps. */
-    return call->dev != NULL && call->mem != COLLAR_MEM_HOST
-           && call->rmem != COLLAR_MEM_HOST && call->dense
+    /* A device call (on every rank: a rank's own mix of buffers does not
+     * count, see collar_algo_ipc_build), a reduction collar has, elements
+     * without gaps. */
+    return call->dev != NULL && call->mem != COLLAR_MEM_HOST && call->dense
            && call->cdt != COLLAR_DT_NONE && call->cop != COLLAR_OP_NONE
            && call->dev->reduce_supported(call->cdt, call->cop);
 }

@@ -53,6 +53,14 @@
  * memory from the staging pool and the reductions are host loops, as the
  * MPI library may not be handed device memory and a device kernel may not
  * read pageable memory.
+ *
+ * A device call whose receive buffer is host memory on this rank (its send
+ * buffer is device memory; other ranks may have other mixes) runs the same
+ * messages: acc is then device scratch, and each segment of acc is copied
+ * to the receive buffer once it is final.  A host send buffer needs
+ * nothing: it is only ever copied into acc.  Whether the ring runs at all
+ * depends on what every rank agrees on (the call's memory kind, type, op,
+ * count), never on one rank's buffers.
  */
 #include "config.h"
 #include "algo.h"
@@ -223,8 +231,11 @@ static collar_status_t ring_build(ring_t *g)
     collar_step_t t = { .kind = COLLAR_STEP_ORDER };
     COLLAR_CHECK(collar_sched_add(s, &t, &order));
     int init = order;
-    if (!call->in_place) {
-        COLLAR_CHECK(add_copy(g, g->acc, call->sbuf, bytes, g->in_stream, order,
+    if (g->acc != call->rbuf || !call->in_place) {
+        /* acc is the receive buffer, or device scratch standing in for a
+         * host one (then even in place the data starts in rbuf). */
+        const void *src = call->in_place ? call->rbuf : call->sbuf;
+        COLLAR_CHECK(add_copy(g, g->acc, src, bytes, g->in_stream, order,
                               -1, -1, &init));
     }
     const int nslots = g->n * g->nseg_max;
@@ -252,6 +263,21 @@ static collar_status_t ring_build(ring_t *g)
             }
         }
     }
+    if (g->acc != call->rbuf) {
+        /* Device scratch in place of a host receive buffer: each segment
+         * goes out once its last step (the allgather's) is done. */
+        for (int b = 0; b < g->n; b++) {
+            for (int j = 0; j < nseg(g, b); j++) {
+                MPI_Count first;
+                int cnt, t;
+                seg_range(g, b, j, &first, &cnt);
+                const size_t off = (size_t)first * g->esize;
+                COLLAR_CHECK(add_copy(g, (char *)call->rbuf + off, g->acc + off,
+                                      (size_t)cnt * g->esize, g->out_stream,
+                                      g->last_acc[slot(g, b, j)], -1, -1, &t));
+            }
+        }
+    }
     /* A failed copy or reduction anywhere feeds every rank's result: the
      * status agreement runs once everything else is done. */
     return collar_sched_add_agree(s, 1);
@@ -259,15 +285,13 @@ static collar_status_t ring_build(ring_t *g)
 
 int collar_algo_ring_eligible(const collar_call_t *call, int comm_size)
 {
-    /* The device reduces into the receive buffer: it must be memory the
-     * device works on (device or managed), unless the call is on host
-     * memory only (then the reductions are host loops). */
+    /* Only what every rank agrees on: a rank's own mix of buffers does not
+     * count (a host receive buffer is reduced into device scratch). */
     return comm_size >= 1 && call->dense && call->cdt != COLLAR_DT_NONE
            && call->cop != COLLAR_OP_NONE
            && (call->dev != NULL && call->mem != COLLAR_MEM_HOST
                ? call->dev->reduce_supported(call->cdt, call->cop)
-               : collar_reduce_supported(call->cdt, call->cop))
-           && (call->mem == COLLAR_MEM_HOST || call->rmem != COLLAR_MEM_HOST);
+               : collar_reduce_supported(call->cdt, call->cop));
 }
 
 int collar_ring_tags(int tag_ub, int n, uint64_t seq, collar_ring_tags_t *tags)
@@ -361,7 +385,11 @@ collar_status_t collar_algo_ring_build(const collar_call_t *call,
 
     /* Scratch for the received segments: device memory, or on host buffers
      * host memory; over a library that does not take device pointers, host
-     * staging for the messages, each the size of the message. */
+     * staging for the messages, each the size of the message.  A device
+     * call with a host receive buffer here reduces into device scratch. */
+    if (!g.host && call->rmem == COLLAR_MEM_HOST) {
+        COLLAR_CHECK_GOTO(collar_sched_scratch(s, call->bytes, (void **)&g.acc), st, out);
+    }
     if (g.host) {
         COLLAR_CHECK_GOTO(collar_sched_staging(s, call->bytes, (void **)&g.ds), st, out);
     } else {

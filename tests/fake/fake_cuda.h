@@ -3,17 +3,23 @@
  * NDEV GPUs, a per-thread current context as the driver keeps it, device
  * allocations in a table (host memory the fake driver answers "device"
  * for), copies done at once, events always complete, pointer queries
- * counted.  Included after src/mem/cuda.c by tests/unit/test_cuda.c and by
- * the tests' LD_PRELOAD library (tests/fake/collar_fakecuda.c); each gets
- * its own copy of the state.
+ * counted.  The reduction "kernels" run at once on the host, and, as a
+ * real kernel, fail on memory that is not device memory (a pageable host
+ * buffer).  IPC handles name shared memory another process maps (the
+ * allocation is moved into it when its handle is taken), so that ipc runs
+ * between processes.  Included after src/mem/cuda.c by
+ * tests/unit/test_cuda.c and by the tests' LD_PRELOAD library
+ * (tests/fake/collar_fakecuda.c); each gets its own copy of the state.
  */
 #ifndef COLLAR_FAKE_CUDA_H
 #define COLLAR_FAKE_CUDA_H
 
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define FAKE_ALLOCS 256
 
@@ -60,6 +66,7 @@ typedef struct {
     int                device;
     int                managed;
     unsigned long long id;
+    int                shared;   /* 1: its IPC name is linked; 2: a peer's, mapped */
 } fake_alloc_t;
 
 static fake_alloc_t allocs[FAKE_ALLOCS];
@@ -79,7 +86,7 @@ static fake_alloc_t *fake_map(size_t size, int device, int managed)
     if (base == MAP_FAILED) {
         abort();
     }
-    *a = (fake_alloc_t){ base, size, device, managed, next_id++ };
+    *a = (fake_alloc_t){ base, size, device, managed, next_id++, 0 };
     return a;
 }
 
@@ -270,25 +277,90 @@ cudaError_t cudaMalloc(void **p, size_t n)
     return cudaSuccess;
 }
 
+/* IPC: a handle names the allocation's shared memory object (the owner's
+ * process id and the allocation's id) and carries its pointer and size;
+ * opened in the owner's process it gives the pointer back, elsewhere it
+ * maps the object (a fake device allocation there too).  Opening notes the
+ * device current at the time. */
+static int ipc_opens, ipc_closes, ipc_open_device = -1;
+
+typedef struct {
+    long long          pid;
+    unsigned long long id;
+    void              *ptr;
+    size_t             size;
+    int                device;
+} fake_ipc_t;
+
+_Static_assert(sizeof(fake_ipc_t) <= sizeof(((cudaIpcMemHandle_t *)0)->reserved),
+               "fake_ipc_t fits a cudaIpcMemHandle_t");
+
+static void fake_ipc_name(char *name, size_t len, long long pid,
+                          unsigned long long id)
+{
+    snprintf(name, len, "/collar-fakecuda-%lld-%llu", pid, id);
+}
+
 cudaError_t cudaFree(void *p)
 {
     fake_alloc_t *a = fake_find(p);
     if (a != NULL) {
+        if (a->shared == 1) {
+            char name[64];
+            fake_ipc_name(name, sizeof(name), (long long)getpid(), a->id);
+            shm_unlink(name);
+        }
         munmap(a->base, a->size);
         a->id = 0;
     }
     return cudaSuccess;
 }
 
-/* IPC: a handle carries the pointer; "opening" it gives the pointer back
- * and notes the device current at the time. */
-static int ipc_opens, ipc_closes, ipc_open_device = -1;
+/* The names an exiting process still has linked (no cudaFree). */
+__attribute__((destructor)) static void fake_ipc_unlink_all(void)
+{
+    for (int i = 0; i < nalloc; i++) {
+        if (allocs[i].id != 0 && allocs[i].shared == 1) {
+            char name[64];
+            fake_ipc_name(name, sizeof(name), (long long)getpid(), allocs[i].id);
+            shm_unlink(name);
+            allocs[i].shared = 0;
+        }
+    }
+}
+
+/* Move allocation a into a shared memory object at the same address. */
+static int fake_share(fake_alloc_t *a)
+{
+    char name[64];
+    fake_ipc_name(name, sizeof(name), (long long)getpid(), a->id);
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        return -1;
+    }
+    if (ftruncate(fd, (off_t)a->size) != 0
+        || pwrite(fd, a->base, a->size, 0) != (ssize_t)a->size
+        || mmap(a->base, a->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                fd, 0) == MAP_FAILED) {
+        close(fd);
+        shm_unlink(name);
+        return -1;
+    }
+    close(fd);
+    a->shared = 1;
+    return 0;
+}
 
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *h, void *p)
 {
     memset(h, 0, sizeof(*h));
-    memcpy(h->reserved, &p, sizeof(p));
-    return fake_find(p) != NULL ? cudaSuccess : cudaErrorInvalidValue;
+    fake_alloc_t *a = fake_find(p);
+    if (a == NULL || (a->shared == 0 && fake_share(a) != 0)) {
+        return cudaErrorInvalidValue;
+    }
+    const fake_ipc_t f = { getpid(), a->id, a->base, a->size, a->device };
+    memcpy(h->reserved, &f, sizeof(f));
+    return cudaSuccess;
 }
 
 cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t h, unsigned flags)
@@ -296,7 +368,28 @@ cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t h, unsigned flags)
     if (flags != cudaIpcMemLazyEnablePeerAccess) {
         return cudaErrorInvalidValue;
     }
-    memcpy(p, h.reserved, sizeof(*p));
+    fake_ipc_t f;
+    memcpy(&f, h.reserved, sizeof(f));
+    if (f.pid == (long long)getpid()) {
+        *p = f.ptr;
+    } else {
+        char name[64];
+        fake_ipc_name(name, sizeof(name), f.pid, f.id);
+        int fd = shm_open(name, O_RDWR, 0);
+        if (fd < 0 || nalloc == FAKE_ALLOCS) {
+            if (fd >= 0) {
+                close(fd);
+            }
+            return cudaErrorInvalidValue;
+        }
+        void *base = mmap(NULL, f.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (base == MAP_FAILED) {
+            return cudaErrorInvalidValue;
+        }
+        allocs[nalloc++] = (fake_alloc_t){ base, f.size, f.device, 0, next_id++, 2 };
+        *p = base;
+    }
     ipc_open_device = cur_device();
     ipc_opens++;
     return cudaSuccess;
@@ -304,7 +397,11 @@ cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t h, unsigned flags)
 
 cudaError_t cudaIpcCloseMemHandle(void *p)
 {
-    (void)p;
+    fake_alloc_t *a = fake_find(p);
+    if (a != NULL && a->shared == 2) {
+        munmap(a->base, a->size);
+        a->id = 0;
+    }
     ipc_closes++;
     return cudaSuccess;
 }
@@ -353,36 +450,53 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a,
     return cudaSuccess;
 }
 
+/* The kernels are the host loops. */
 int collar_cuda_reduce_supported(collar_dtype_t dt, collar_op_t op)
 {
-    (void)dt;
-    (void)op;
-    return 1;
+    return collar_reduce_supported(dt, op);
+}
+
+/* Is [p, p + bytes) device memory?  A kernel cannot touch anything else
+ * (pageable host memory: an illegal address on a real GPU). */
+static int fake_on_device(const void *p, size_t bytes)
+{
+    const fake_alloc_t *a = fake_find(p);
+    return a != NULL && (size_t)((const char *)p - a->base) + bytes <= a->size;
 }
 
 int collar_cuda_reduce_launch(void *inout, const void *in, size_t count,
                               collar_dtype_t dt, collar_op_t op, void *s)
 {
-    (void)inout;
-    (void)in;
-    (void)count;
-    (void)dt;
-    (void)op;
     (void)s;
-    return 0;
+    const size_t bytes = count * collar_dtype_size(dt);
+    if (!fake_on_device(inout, bytes) || !fake_on_device(in, bytes)) {
+        return (int)cudaErrorIllegalAddress;
+    }
+    return collar_reduce_host(inout, in, count, dt, op);
 }
 
 int collar_cuda_reduce_n_launch(void *dst, const void *const *src, int n,
                                 size_t count, collar_dtype_t dt, collar_op_t op,
                                 void *s)
 {
-    (void)dst;
-    (void)src;
-    (void)n;
-    (void)count;
-    (void)dt;
-    (void)op;
     (void)s;
+    const size_t bytes = count * collar_dtype_size(dt);
+    for (int k = 0; k < n; k++) {
+        if (!fake_on_device(src[k], bytes)) {
+            return (int)cudaErrorIllegalAddress;
+        }
+    }
+    if (!fake_on_device(dst, bytes)) {
+        return (int)cudaErrorIllegalAddress;
+    }
+    if (dst != src[0]) {
+        memmove(dst, src[0], bytes);
+    }
+    for (int k = 1; k < n; k++) {
+        if (collar_reduce_host(dst, src[k], count, dt, op) != 0) {
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -14,6 +14,9 @@
  *   - the sim device's IPC memory, between this process and a child: what
  *     one writes the other reads; once published, the handle opens nothing,
  *     not even another file put at the owner's descriptor number.
+ *   - a device call with a different mix of host and device buffers on
+ *     each rank: the same algorithm, fallback and messages on every mix,
+ *     and no device reduction on a host buffer (test_mixes).
  */
 #include "config.h"
 #include "algo/algo.h"
@@ -383,7 +386,7 @@ static int want(int argc, char **argv, const char *name)
     return argc < 2 || strstr(name, argv[1]) != NULL;
 }
 
-/* ipc: what the call shows (device buffers, a reduction collar has) and a
+/* ipc: what the call shows (a device call, a reduction collar has) and a
  * communicator that spans nodes fall back to chunked and say why; the
  * block arithmetic ipc shares with the ring puts remainders on the low
  * blocks. */
@@ -396,13 +399,13 @@ static void test_ipc_eligible(void)
         if (host == 1) {
             call.mem = call.rmem = COLLAR_MEM_HOST;
         } else if (host == 2) {
-            call.rmem = COLLAR_MEM_HOST;
+            call.rmem = COLLAR_MEM_HOST;   /* a device call all the same */
         }
         collar_plan_t plan = { .alg = COLLAR_ALG_IPC };
         collar_algo_eligible(&call, 0, &plan);
-        UNIT_CHECK(host ? plan.alg == COLLAR_ALG_CHUNKED && plan.fallback != NULL
-                          && strstr(plan.fallback, "device buffers only") != NULL
-                        : plan.alg == COLLAR_ALG_IPC && plan.fallback == NULL,
+        UNIT_CHECK(host == 1 ? plan.alg == COLLAR_ALG_CHUNKED && plan.fallback != NULL
+                               && strstr(plan.fallback, "device buffers only") != NULL
+                             : plan.alg == COLLAR_ALG_IPC && plan.fallback == NULL,
                    "memory case %d: %s (%s)", host, collar_alg_name(plan.alg),
                    plan.fallback ? plan.fallback : "no fallback");
     }
@@ -458,6 +461,221 @@ static ipc_region_t fake_region(int n, int r, char **peer)
                        .cap = IPC_MIN_CAP, .own = peer[r], .peer = peer,
                        .done = 1, .code = IPC_OK };
     return g;
+}
+
+/*
+ * A device call (device when either buffer is) as rank r passes it in mix
+ * `mix`: 0 send host / receive device, 1 send device / receive host, 2 both
+ * device, 3 in place on a device buffer.  Ranks may pass different mixes
+ * in one call.
+ */
+enum { MIX_SH_RD, MIX_SD_RH, MIX_BOTH, MIX_IN_PLACE, NMIX };
+static const char *const mix_names[NMIX] = {
+    "send host/recv device", "send device/recv host", "both device", "in place"
+};
+
+static collar_call_t mix_call(int mix, collar_call_t c)
+{
+    c.mem = COLLAR_MEM_DEVICE;
+    c.rmem = mix == MIX_SD_RH ? COLLAR_MEM_HOST : COLLAR_MEM_DEVICE;
+    if (mix == MIX_IN_PLACE) {
+        c.sbuf = MPI_IN_PLACE;
+        c.in_place = 1;
+    }
+    return c;
+}
+
+/* What the other ranks see of a schedule: its messages and collectives, in
+ * order (kind, count, peer, tag, communicator), as text. */
+static void comm_shape(const collar_sched_t *s, char *out, size_t len)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (int i = 0; i < s->nsteps && at + 64 < len; i++) {
+        const collar_step_t *t = &s->steps[i];
+        int n = 0;
+        if (t->kind == COLLAR_STEP_ISEND || t->kind == COLLAR_STEP_IRECV) {
+            n = snprintf(out + at, len - at, "%c%d>%d#%d ",
+                         t->kind == COLLAR_STEP_ISEND ? 's' : 'r', t->u.p2p.count,
+                         t->u.p2p.peer, t->u.p2p.tag);
+        } else if (t->kind == COLLAR_STEP_IALLREDUCE) {
+            n = snprintf(out + at, len - at, "a%d@%d ", t->u.allreduce.count,
+                         (int)t->u.allreduce.on);
+        } else if (t->kind == COLLAR_STEP_AGREE) {
+            n = snprintf(out + at, len - at, "agree ");
+        }
+        at += (size_t)n;
+    }
+}
+
+/* [p, p + bytes) overlaps [buf, buf + len)? */
+static int overlaps(const void *p, size_t bytes, const void *buf, size_t len)
+{
+    return (const char *)p < (const char *)buf + len
+           && (const char *)buf < (const char *)p + bytes;
+}
+
+/* Checks one schedule of mix `mix` against the host buffers of its rank:
+ * no device reduction reads or writes a host buffer (a kernel cannot touch
+ * pageable memory), and a host receive buffer is written whole by copies. */
+static void mix_check_steps(const char *what, int mix, const collar_call_t *call,
+                            const collar_sched_t *s)
+{
+    const size_t esize = (size_t)call->type_size, bytes = call->bytes;
+    const void *host = mix == MIX_SH_RD ? call->sbuf
+                     : mix == MIX_SD_RH ? (const void *)call->rbuf : NULL;
+    size_t copied = 0;
+    for (int i = 0; i < s->nsteps; i++) {
+        const collar_step_t *t = &s->steps[i];
+        if (t->kind == COLLAR_STEP_DEV_REDUCE) {
+            const size_t b = t->u.reduce.count * esize;
+            UNIT_CHECK(host == NULL || (!overlaps(t->u.reduce.inout, b, host, bytes)
+                                        && !overlaps(t->u.reduce.in, b, host, bytes)),
+                       "%s, %s: a device reduction on the host buffer", what,
+                       mix_names[mix]);
+        } else if (t->kind == COLLAR_STEP_DEV_REDUCE_N) {
+            const size_t b = t->u.reduce_n.count * esize;
+            int bad = host != NULL && overlaps(t->u.reduce_n.dst, b, host, bytes);
+            for (int k = 0; k < t->u.reduce_n.n; k++) {
+                bad |= host != NULL && overlaps(t->u.reduce_n.src[k], b, host, bytes);
+            }
+            UNIT_CHECK(!bad, "%s, %s: a device reduction of n inputs on the host "
+                       "buffer", what, mix_names[mix]);
+        } else if (t->kind == COLLAR_STEP_COPY
+                   && overlaps(t->u.copy.dst, t->u.copy.bytes, call->rbuf, bytes)) {
+            copied += t->u.copy.bytes;
+        }
+    }
+    UNIT_CHECK(mix != MIX_SD_RH || copied == bytes, "%s, %s: %zu of %zu bytes "
+               "copied into the host receive buffer", what, mix_names[mix], copied,
+               bytes);
+}
+
+/*
+ * Different mixes of host and device buffers on different ranks: every
+ * algorithm (forced, or a rule's) stays the same on every mix, with the
+ * same fallback reason, and its schedule exchanges the same messages and
+ * collectives, so that the ranks of one call always match.  Device
+ * reductions never touch a host buffer: ring and ipc one-shot reduce into
+ * device memory and copy a host receive buffer's result out.
+ */
+static void test_mixes(void)
+{
+    enum { COUNT = 4099, ESIZE = 4 };
+    static char peers[4][2 * IPC_MIN_CAP];
+    char *peer[4] = { peers[0], peers[1], peers[2], peers[3] };
+    int *sbuf = calloc(COUNT, ESIZE), *rbuf = calloc(COUNT, ESIZE);
+    const collar_alg_t algs[] = { COLLAR_ALG_NATIVE, COLLAR_ALG_STAGED,
+                                  COLLAR_ALG_CHUNKED, COLLAR_ALG_RING,
+                                  COLLAR_ALG_IPC, COLLAR_ALG_HIER };
+    /* Eligibility: a reducible dense call, a user op, a type with gaps. */
+    for (int variant = 0; variant < 3; variant++) {
+        for (size_t a = 0; a < sizeof(algs) / sizeof(algs[0]); a++) {
+            for (int aware = 0; aware < 2; aware++) {
+                collar_plan_t want_plan = { 0 };
+                for (int mix = 0; mix < NMIX; mix++) {
+                    collar_call_t call = mix_call(mix, dense_call(
+                        COUNT, ESIZE, COLLAR_DT_INT32, MPI_INT, (char *)sbuf,
+                        (char *)rbuf));
+                    if (variant == 1) {
+                        call.cop = COLLAR_OP_NONE;
+                    } else if (variant == 2) {
+                        call.dense = 0;
+                        call.span = call.bytes + ESIZE;
+                    }
+                    collar_plan_t plan = { .alg = algs[a], .chunk = 1024 };
+                    collar_algo_eligible(&call, aware, &plan);
+                    /* then the communicator's part, on one node with a
+                     * region large enough (no registration) */
+                    ipc_region_t region = fake_region(2, 0, peer);
+                    ipc_state_t st = { .region = &region };
+                    collar_comm_t comm = {
+                        .private_comm = MPI_COMM_NULL, .refs = 1, .size = 2,
+                        .node_size = 2, .one_node = 1, .node_known = 1,
+                        .ipc = &st, .tag_ub = 32767,
+                    };
+                    collar_algo_ipc_eligible(&call, &comm, &plan);
+                    collar_algo_hier_eligible(&call, &comm, 1, NULL, &plan);
+                    if (mix == 0) {
+                        want_plan = plan;
+                        continue;
+                    }
+                    UNIT_CHECK(plan.alg == want_plan.alg && plan.fallback == want_plan.fallback
+                               && plan.device_pointers_ok == want_plan.device_pointers_ok,
+                               "%s forced, variant %d, aware %d: %s runs %s (%s), "
+                               "%s runs %s (%s)", collar_alg_name(algs[a]), variant,
+                               aware, mix_names[0], collar_alg_name(want_plan.alg),
+                               want_plan.fallback ? want_plan.fallback : "no fallback",
+                               mix_names[mix], collar_alg_name(plan.alg),
+                               plan.fallback ? plan.fallback : "no fallback");
+                    UNIT_CHECK(variant != 0 || plan.fallback == NULL
+                               || algs[a] == COLLAR_ALG_NATIVE
+                               || algs[a] == COLLAR_ALG_HIER,
+                               "%s forced on a device call falls back: %s",
+                               collar_alg_name(algs[a]), plan.fallback);
+                }
+            }
+        }
+    }
+
+    /* The schedules: ring on 2 to 4 ranks, ipc one- and two-shot and hier
+     * on 1 to 4 ranks a node, staged and chunked. */
+    char *want_shape = malloc(1 << 20), *got = malloc(1 << 20);
+    for (int n = 1; n <= 4; n++) {
+        for (int kind = 0; kind < 6; kind++) {
+            for (int aware = 0; aware < 2; aware++) {
+                for (int mix = 0; mix < NMIX; mix++) {
+                    const int r = n / 2;
+                    ipc_region_t region = fake_region(n, r, peer);
+                    ipc_state_t st = { .region = &region };
+                    collar_comm_t comm = {
+                        .private_comm = MPI_COMM_NULL, .refs = 1, .size = 2 * n,
+                        .rank = r, .node_rank = r, .node_size = n, .node_min = n,
+                        .one_node = kind != 5, .node_known = 1,
+                        .node_sched = MPI_COMM_WORLD, .hier_made = 1,
+                        .cross_comm = MPI_COMM_WORLD, .ipc = &st, .tag_ub = 32767,
+                    };
+                    if (kind == 0) {
+                        comm.size = n + 1;   /* the ring: 2 to 5 ranks */
+                    }
+                    const collar_call_t call = mix_call(mix, dense_call(
+                        COUNT, ESIZE, COLLAR_DT_INT32, MPI_INT, (char *)sbuf,
+                        (char *)rbuf));
+                    static const collar_alg_t kinds[6] = {
+                        COLLAR_ALG_RING, COLLAR_ALG_IPC, COLLAR_ALG_IPC,
+                        COLLAR_ALG_STAGED, COLLAR_ALG_CHUNKED, COLLAR_ALG_HIER
+                    };
+                    collar_plan_t plan = { .alg = kinds[kind], .chunk = 1024,
+                                           .oneshot = kind == 2 ? 1 : 0,
+                                           .device_pointers_ok = aware,
+                                           .mpi_cuda_aware = aware };
+                    collar_sched_t *s = NULL;
+                    UNIT_CHECK(collar_sched_create(&comm, dev, &s) == COLLAR_OK, "create");
+                    const collar_status_t bst = collar_algo_builder(plan.alg)(&call, &plan, s);
+                    char what[96];
+                    snprintf(what, sizeof(what), "%s%s, %d ranks, aware %d",
+                             collar_alg_name(plan.alg),
+                             kind == 1 ? " one-shot" : kind == 2 ? " two-shot" : "",
+                             comm.size, aware);
+                    UNIT_CHECK(bst == COLLAR_OK, "%s, %s: build %d", what,
+                               mix_names[mix], bst);
+                    UNIT_CHECK(collar_sched_check_pmpi(s) == COLLAR_OK,
+                               "%s, %s: device scratch handed to PMPI", what,
+                               mix_names[mix]);
+                    mix_check_steps(what, mix, &call, s);
+                    comm_shape(s, mix == 0 ? want_shape : got, 1 << 20);
+                    UNIT_CHECK(mix == 0 || strcmp(want_shape, got) == 0,
+                               "%s: %s and %s exchange different messages", what,
+                               mix_names[0], mix_names[mix]);
+                    collar_sched_destroy(s);
+                }
+            }
+        }
+    }
+    free(want_shape);
+    free(got);
+    free(sbuf);
+    free(rbuf);
 }
 
 /*
@@ -852,6 +1070,9 @@ int main(int argc, char **argv)
     }
     if (want(argc, argv, "test_ipc_reduce_n")) {
         test_ipc_reduce_n();
+    }
+    if (want(argc, argv, "test_mixes")) {
+        test_mixes();
     }
     if (want(argc, argv, "test_canary")) {
         test_canary();

@@ -1,0 +1,228 @@
+/*
+ * Device calls with a different mix of host and device buffers on each
+ * rank.  Run by mix.test under tests/fake/.libs/libcollar_fakecuda.so
+ * (collar's objects, the cuda backend on a fake driver whose "device"
+ * memory is what collar_fakecuda_malloc returns, whose kernels fail on any
+ * other memory and whose IPC memory is shared between processes).
+ *
+ * A call is a device call when either buffer is device memory; its mix is
+ * one of: send host / receive device, send device / receive host, both
+ * device, in place on a device buffer.  Rank r takes mix (r + p) % 4,
+ * (3 - (r + p) % 4), (2 r + p) % 4, or p (every rank alike), for p = 0..3:
+ * sixteen ways of giving the ranks different mixes.  For each, MPI_INT
+ * (bit-exact), MPI_FLOAT and MPI_DOUBLE (against a double reference) sums
+ * of every count of --counts, blocking and nonblocking, and then every rank
+ * must have the right values, MPI_SUCCESS, and run the same algorithm
+ * (collar_last_algorithm, compared over the ranks; with --expect ALG, that
+ * one).  Under a forced algorithm, ranks that chose differently would wait
+ * for each other's messages forever: mix.test bounds each run.
+ *
+ * Usage: test_mix [--expect ALG] [--counts LIST]
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+enum { MIX_SH_RD, MIX_SD_RH, MIX_BOTH, MIX_IN_PLACE, NMIX };
+static const char *const mix_names[NMIX] = {
+    "send host/recv device", "send device/recv host", "both device", "in place"
+};
+
+typedef void *(*fake_malloc_fn)(size_t, int);
+typedef void (*fake_free_fn)(void *);
+typedef const char *(*last_alg_fn)(void);
+
+static last_alg_fn last_alg;
+
+/* The buffers, for the largest count: two device, two host (the fake
+ * driver's table of allocations is small: no allocation a call). */
+static void *dsend, *drecv, *hsend, *hrecv;
+
+/* Rank k's input at element i: small integers, exact in every type. */
+static double input(int k, long i)
+{
+    return (double)((k + 1) * 3 + i % 17) - 8.0;
+}
+
+/* The mix rank r takes in arrangement a (0..15). */
+static int mix_of(int a, int r)
+{
+    const int p = a % 4;
+    switch (a / 4) {
+    case 0:
+        return (r + p) % 4;
+    case 1:
+        return 3 - (r + p) % 4;
+    case 2:
+        return (2 * r + p) % 4;
+    default:
+        return p;
+    }
+}
+
+static void fill(void *buf, MPI_Datatype dt, long n, int k)
+{
+    for (long i = 0; i < n; i++) {
+        const double v = input(k, i);
+        if (dt == MPI_INT) {
+            ((int *)buf)[i] = (int)v;
+        } else if (dt == MPI_FLOAT) {
+            ((float *)buf)[i] = (float)v;
+        } else {
+            ((double *)buf)[i] = v;
+        }
+    }
+}
+
+/* Wrong elements of buf against the sum over `size` ranks. */
+static long wrong(const void *buf, MPI_Datatype dt, long n, int size, long *first)
+{
+    long bad = 0;
+    *first = -1;
+    for (long i = 0; i < n; i++) {
+        double want = 0.0;
+        for (int k = 0; k < size; k++) {
+            want += input(k, i);
+        }
+        int ok;
+        if (dt == MPI_INT) {
+            ok = ((const int *)buf)[i] == (int)want;   /* bit-exact */
+        } else if (dt == MPI_FLOAT) {
+            ok = fabs(((const float *)buf)[i] - want) <= 1e-5 * (fabs(want) + 1);
+        } else {
+            ok = fabs(((const double *)buf)[i] - want) <= 1e-12 * (fabs(want) + 1);
+        }
+        if (!ok && bad++ == 0) {
+            *first = i;
+        }
+    }
+    return bad;
+}
+
+/* Every rank ran the same algorithm (and `expect`, when given). */
+static void check_alg(const char *what, const char *expect)
+{
+    char mine[16] = "none", *all;
+    const char *ran = last_alg != NULL ? last_alg() : NULL;
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (ran != NULL) {
+        snprintf(mine, sizeof(mine), "%s", ran);
+    }
+    all = calloc((size_t)size, sizeof(mine));
+    PMPI_Allgather(mine, sizeof(mine), MPI_CHAR, all, sizeof(mine), MPI_CHAR,
+                   MPI_COMM_WORLD);
+    for (int k = 0; k < size; k++) {
+        const char *theirs = all + (size_t)k * sizeof(mine);
+        tu_check(strcmp(theirs, mine) == 0, what, "rank %d ran %s, this rank %s",
+                 k, theirs, mine);
+    }
+    if (expect != NULL) {
+        tu_check(strcmp(mine, expect) == 0, what, "ran %s, expected %s", mine,
+                 expect);
+    }
+    free(all);
+}
+
+static void one_call(int arrangement, MPI_Datatype dt, long n, int nonblocking,
+                     const char *expect)
+{
+    int rank, size, esize;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Type_size(dt, &esize);
+    const int mix = mix_of(arrangement, rank);
+    const size_t bytes = (size_t)n * (size_t)esize;
+    void *send = mix == MIX_SH_RD ? hsend : dsend;
+    void *recv = mix == MIX_SD_RH ? hrecv : drecv;
+    fill(mix == MIX_IN_PLACE ? recv : send, dt, n, rank);
+    if (mix != MIX_IN_PLACE) {
+        memset(recv, 0x5a, bytes);
+    }
+    const void *sbuf = mix == MIX_IN_PLACE ? MPI_IN_PLACE : send;
+
+    char what[200];
+    const char *tname = dt == MPI_INT ? "int" : dt == MPI_FLOAT ? "float" : "double";
+    snprintf(what, sizeof(what), "arrangement %d (this rank %s), %s x %ld, %s",
+             arrangement, mix_names[mix], tname, n,
+             nonblocking ? "nonblocking" : "blocking");
+    int rc;
+    if (nonblocking) {
+        MPI_Request req = MPI_REQUEST_NULL;
+        rc = MPI_Iallreduce(sbuf, recv, (int)n, dt, MPI_SUM, MPI_COMM_WORLD, &req);
+        if (rc == MPI_SUCCESS) {
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+    } else {
+        rc = MPI_Allreduce(sbuf, recv, (int)n, dt, MPI_SUM, MPI_COMM_WORLD);
+    }
+    if (tu_check_rc(rc, what)) {
+        long first;
+        const long bad = wrong(recv, dt, n, size, &first);
+        tu_check(bad == 0, what, "%ld of %ld elements wrong, the first at %ld",
+                 bad, n, first);
+    }
+    check_alg(what, expect);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    tu_init("test_mix");
+    const char *expect = NULL;
+    long counts[8] = { 1, 7, 1031, 40000 };
+    int ncounts = 4;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--expect") == 0 && i + 1 < argc) {
+            expect = argv[++i];
+        } else if (strcmp(argv[i], "--counts") == 0 && i + 1 < argc) {
+            char *p = argv[++i];
+            for (ncounts = 0; ncounts < 8 && *p != '\0'; ncounts++) {
+                counts[ncounts] = strtol(p, &p, 10);
+                p += *p == ',';
+            }
+        }
+    }
+    fake_malloc_fn fake_malloc =
+        (fake_malloc_fn)dlsym(RTLD_DEFAULT, "collar_fakecuda_malloc");
+    fake_free_fn fake_free = (fake_free_fn)dlsym(RTLD_DEFAULT, "collar_fakecuda_free");
+    last_alg = (last_alg_fn)dlsym(RTLD_DEFAULT, "collar_last_algorithm");
+    if (fake_malloc == NULL || fake_free == NULL || last_alg == NULL) {
+        tu_skip("not under libcollar_fakecuda.so (no fake device memory)");
+    }
+    long most = 1;
+    for (int c = 0; c < ncounts; c++) {
+        most = counts[c] > most ? counts[c] : most;
+    }
+    const size_t bytes = (size_t)most * sizeof(double);
+    dsend = fake_malloc(bytes, 0);
+    drecv = fake_malloc(bytes, 0);
+    hsend = malloc(bytes);
+    hrecv = malloc(bytes);
+    if (dsend == NULL || drecv == NULL || hsend == NULL || hrecv == NULL) {
+        tu_fail("setup", "no memory for %zu bytes", bytes);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    const MPI_Datatype types[] = { MPI_INT, MPI_FLOAT, MPI_DOUBLE };
+    for (int a = 0; a < 16; a++) {
+        for (int t = 0; t < 3; t++) {
+            for (int c = 0; c < ncounts; c++) {
+                for (int nb = 0; nb < 2; nb++) {
+                    one_call(a, types[t], counts[c], nb, expect);
+                }
+            }
+        }
+    }
+    fake_free(dsend);
+    fake_free(drecv);
+    free(hsend);
+    free(hrecv);
+    const int rc = tu_finish();
+    MPI_Finalize();
+    return rc;
+}
