@@ -202,7 +202,7 @@ static const cfg_row_t table[] = {
       "MPI_THREAD_MULTIPLE: collar asks the MPI library for it at MPI_Init "
       "when a device backend can be active, and the library's every call "
       "pays for that level; asleep while nothing is outstanding), wait "
-      "(only MPI_Wait*/MPI_Test*).  Outside the calls that progress, a "
+      "(only MPI_Wait*/MPI_Test*). Outside the calls that progress, a "
       "program that blocks while a peer waits for collar's next message "
       "can hang.",
       FIELD(progress), progress_modes, 0, 0 },

@@ -109,6 +109,14 @@ COLLAR_EXPORT const char *collar_last_algorithm(void)
 static int lib_level = -1;
 static int app_level = -1;
 
+/* COLLAR_DISABLE=1 (read before MPI starts, and before the configuration). */
+static int disabled_by_env(void)
+{
+    const char *disable = getenv("COLLAR_DISABLE");
+    int off = 0;
+    return disable != NULL && collar_parse_bool(disable, &off) == COLLAR_OK && off;
+}
+
 /*
  * Progress outside the waits (COLLAR_PROGRESS): the thread where the library
  * gives MPI_THREAD_MULTIPLE (auto: only because the application asked for
@@ -147,9 +155,7 @@ static void collar_startup(void)
     collar_log_set_rank(rank);
     /* Disabled means silent: decided before the configuration is read (and
      * logged).  A malformed COLLAR_DISABLE is reported by the table below. */
-    const char *disable = getenv("COLLAR_DISABLE");
-    int off = 0;
-    if (disable != NULL && collar_parse_bool(disable, &off) == COLLAR_OK && off) {
+    if (disabled_by_env()) {
         state = STATE_DISABLED;
         return;
     }
@@ -220,9 +226,7 @@ static void collar_shutdown(void)
  */
 static int raise_thread_level(int required)
 {
-    const char *disable = getenv("COLLAR_DISABLE");
-    int off = 0;
-    if (disable != NULL && collar_parse_bool(disable, &off) == COLLAR_OK && off) {
+    if (disabled_by_env()) {
         return 0;
     }
     if (required >= MPI_THREAD_MULTIPLE
