@@ -214,9 +214,9 @@ static void collar_shutdown(void)
 /*
  * Thread levels.  The progress thread calls the MPI library beside the
  * application's threads, which needs MPI_THREAD_MULTIPLE, and at that level
- * the library pays for its locks on every call (Open MPI 4.1: an 8-byte
- * MPI_Allreduce on 2 ranks takes twice as long), so collar asks for it only
- * with COLLAR_PROGRESS=thread and only where its operations can run:
+ * the library pays for its locks on every call and some components refuse
+ * to run (Open MPI's osc pt2pt: MPI_Win_create fails), so collar asks for
+ * it only with COLLAR_PROGRESS=thread and only where its operations can run:
  * a device backend can be active (decided here, before MPI starts, from the
  * environment and, for cuda, the driver's device count), or COLLAR_ALGORITHM
  * sends host buffers through collar's own algorithms.  The application is
