@@ -64,7 +64,7 @@ static const char *const ptr_cache_modes[] = {
 };
 /* Indexed by collar_progress_mode_t. */
 static const char *const progress_modes[] = {
-    "thread", "wait", NULL
+    "auto", "thread", "wait", NULL
 };
 static const char *const stats_modes[] = {
     "0", "1", "callsites", NULL
@@ -192,13 +192,19 @@ static const cfg_row_t table[] = {
     { "COLLAR_STATS_DEPTH", CFG_LONG, "1",
       "Call-site depth: how many of the application's frames name a call site.",
       FIELD(stats_depth), NULL, 1, COLLAR_STATS_MAX_DEPTH },
-    { "COLLAR_PROGRESS", CFG_ENUM, "thread",
+    { "COLLAR_PROGRESS", CFG_ENUM, "auto",
       "Who advances collar's operations while the application is inside "
-      "other MPI calls: thread (a progress thread, which needs "
-      "MPI_THREAD_MULTIPLE: collar asks the MPI library for it at MPI_Init; "
-      "asleep while nothing is outstanding), wait (only the application's "
-      "MPI_Wait*/MPI_Test* calls: a program that blocks in another call "
-      "while a peer waits for collar's next message can hang).",
+      "other MPI calls: auto (a progress thread when the program asked for "
+      "MPI_THREAD_MULTIPLE; else collar's wrappers of the waits, tests and "
+      "blocking point-to-point calls: MPI_Send, MPI_Ssend, MPI_Rsend, "
+      "MPI_Recv, MPI_Sendrecv, MPI_Probe, MPI_Mprobe; the thread level is "
+      "never raised), thread (a progress thread in every call, which needs "
+      "MPI_THREAD_MULTIPLE: collar asks the MPI library for it at MPI_Init "
+      "when a device backend can be active, and the library's every call "
+      "pays for that level; asleep while nothing is outstanding), wait "
+      "(only MPI_Wait*/MPI_Test*). Outside the calls that progress, a "
+      "program that blocks while a peer waits for collar's next message "
+      "can hang.",
       FIELD(progress), progress_modes, 0, 0 },
     { "COLLAR_PROGRESS_INTERVAL", CFG_LONG, "20",
       "Microseconds the progress thread sleeps between passes over "
@@ -596,6 +602,21 @@ void collar_config_load_quiet(int quiet)
                         "the known ones)", (int)len, *e);
         }
     }
+}
+
+int collar_config_env_choice(const char *name)
+{
+    const cfg_row_t *row = find_row(name, strlen(name));
+    int choice = 0;
+    if (row == NULL || row->type != CFG_ENUM
+        || parse_enum(row->dflt, row->choices, &choice) != COLLAR_OK) {
+        return 0;
+    }
+    const char *s = getenv(name);
+    if (s != NULL) {
+        parse_enum(s, row->choices, &choice);
+    }
+    return choice;
 }
 
 void collar_config_load(void)

@@ -166,7 +166,12 @@ typedef struct {
 
 /* COLLAR_PROGRESS: who advances collar's outstanding operations. */
 typedef enum {
-    COLLAR_PROGRESS_THREAD,   /* a progress thread too (MPI_THREAD_MULTIPLE) */
+    COLLAR_PROGRESS_AUTO,     /* the thread where the library already gives
+                               * MPI_THREAD_MULTIPLE; else the waits, tests
+                               * and blocking point-to-point calls */
+    COLLAR_PROGRESS_THREAD,   /* a progress thread too (MPI_THREAD_MULTIPLE,
+                               * asked for when a device backend can be
+                               * active) */
     COLLAR_PROGRESS_WAIT      /* only in the application's waits and tests */
 } collar_progress_mode_t;
 
@@ -181,6 +186,10 @@ void collar_config_load(void);
 /* The same; quiet != 0 demotes its warnings to debug (ranks other than 0
  * of MPI_COMM_WORLD, so that a job prints each warning once). */
 void collar_config_load_quiet(int quiet);
+/* Before MPI starts (and the configuration is loaded): the choice the
+ * environment makes for enumerated variable `name`, as an index into its
+ * choices; the default's when unset or invalid (said when it is loaded). */
+int collar_config_env_choice(const char *name);
 /* Print the table: name, value in force, default, help. */
 void collar_config_print(FILE *out, int markdown);
 

@@ -114,13 +114,26 @@ COLLAR_EXPORT const char *collar_last_algorithm(void)
 static int lib_level = -1;
 static int app_level = -1;
 
-/* The progress thread, when asked for and the library gives
- * MPI_THREAD_MULTIPLE; else say why not. */
+/* COLLAR_DISABLE=1 (read before MPI starts, and before the configuration). */
+static int disabled_by_env(void)
+{
+    const char *disable = getenv("COLLAR_DISABLE");
+    int off = 0;
+    return disable != NULL && collar_parse_bool(disable, &off) == COLLAR_OK && off;
+}
+
+/*
+ * Progress outside the waits (COLLAR_PROGRESS): the thread where the library
+ * gives MPI_THREAD_MULTIPLE (auto: only because the application asked for
+ * it; thread: collar asked for it too, see init_thread); and, unless
+ * COLLAR_PROGRESS=wait, the blocking point-to-point wrappers (blocking.c).
+ */
 static void start_progress(int rank)
 {
-    if (collar_cfg.progress != COLLAR_PROGRESS_THREAD) {
+    if (collar_cfg.progress == COLLAR_PROGRESS_WAIT) {
         return;
     }
+    collar_progress_calls_enable();
     int level = lib_level;
     if (level < 0 && PMPI_Query_thread(&level) != MPI_SUCCESS) {
         level = MPI_THREAD_SINGLE;
@@ -129,11 +142,13 @@ static void start_progress(int rank)
         collar_progress_thread_enable(collar_cfg.progress_interval_us);
         return;
     }
-    if (rank == 0) {
+    if (rank == 0 && collar_cfg.progress == COLLAR_PROGRESS_THREAD) {
         collar_info(INIT, "no progress thread: the MPI library gives thread "
-                    "level %d, not MPI_THREAD_MULTIPLE; collar's operations "
-                    "progress only inside MPI_Wait*/MPI_Test* (COLLAR_PROGRESS)",
-                    level);
+                    "level %d, not MPI_THREAD_MULTIPLE (%s); collar's "
+                    "operations progress inside MPI_Wait*/MPI_Test* and the "
+                    "blocking point-to-point calls (COLLAR_PROGRESS)", level,
+                    dev == &collar_device_none ? "no device backend, so "
+                    "collar did not ask for it" : "the library's choice");
     }
 }
 
@@ -145,9 +160,7 @@ static void collar_startup(void)
     collar_log_set_rank(rank);
     /* Disabled means silent: decided before the configuration is read (and
      * logged).  A malformed COLLAR_DISABLE is reported by the table below. */
-    const char *disable = getenv("COLLAR_DISABLE");
-    int off = 0;
-    if (disable != NULL && collar_parse_bool(disable, &off) == COLLAR_OK && off) {
+    if (disabled_by_env()) {
         state = STATE_DISABLED;
         return;
     }
@@ -208,21 +221,32 @@ static void collar_shutdown(void)
 
 /*
  * Thread levels.  The progress thread calls the MPI library beside the
- * application's threads, which needs MPI_THREAD_MULTIPLE: unless collar is
- * disabled or COLLAR_PROGRESS=wait, MPI_Init and MPI_Init_thread ask the
- * library for it, and tell the application the level it asked for (which
- * the library then gives: a higher level includes the lower ones), so that
- * MPI_Query_thread answers as it would without collar.
+ * application's threads, which needs MPI_THREAD_MULTIPLE, and at that level
+ * the library pays for its locks on every call and some components refuse
+ * to run (Open MPI's osc pt2pt: MPI_Win_create fails), so collar asks for
+ * it only with COLLAR_PROGRESS=thread and only where its operations can run:
+ * a device backend can be active (decided here, before MPI starts, from the
+ * environment and, for cuda, the driver's device count), or COLLAR_ALGORITHM
+ * sends host buffers through collar's own algorithms.  The application is
+ * told the level it asked for (which the library then gives: a higher level
+ * includes the lower ones), so that MPI_Query_thread answers as it would
+ * without collar.
  */
-static int wants_thread_multiple(void)
+static int raise_thread_level(int required)
 {
-    const char *disable = getenv("COLLAR_DISABLE");
-    int off = 0;
-    if (disable != NULL && collar_parse_bool(disable, &off) == COLLAR_OK && off) {
+    if (disabled_by_env()) {
         return 0;
     }
-    const char *progress = getenv("COLLAR_PROGRESS");
-    return progress == NULL || strcmp(progress, "wait") != 0;
+    if (required >= MPI_THREAD_MULTIPLE
+        || collar_config_env_choice("COLLAR_PROGRESS") != COLLAR_PROGRESS_THREAD) {
+        return 0;
+    }
+    const int alg = collar_config_env_choice("COLLAR_ALGORITHM");
+    if (alg != COLLAR_ALG_AUTO && alg != COLLAR_ALG_NATIVE) {
+        return 1;
+    }
+    return collar_device_may_open(
+        (collar_device_kind_t)collar_config_env_choice("COLLAR_DEVICE"));
 }
 
 static int init_thread(int *argc, char ***argv, int required, int *provided)
@@ -232,10 +256,8 @@ static int init_thread(int *argc, char ***argv, int required, int *provided)
         state = STATE_DISABLED;
         return PMPI_Init_thread(argc, argv, required, provided);
     }
-    int level = required;
-    if (wants_thread_multiple() && required < MPI_THREAD_MULTIPLE) {
-        level = MPI_THREAD_MULTIPLE;
-    }
+    const int level = raise_thread_level(required) ? MPI_THREAD_MULTIPLE
+                                                   : required;
     int got = MPI_THREAD_SINGLE;
     int rc = PMPI_Init_thread(argc, argv, level, &got);
     if (rc != MPI_SUCCESS) {
@@ -256,7 +278,7 @@ COLLAR_EXPORT int MPI_Init(int *argc, char ***argv)
         state = STATE_DISABLED;
         return PMPI_Init(argc, argv);
     }
-    if (!wants_thread_multiple()) {
+    if (!raise_thread_level(MPI_THREAD_SINGLE)) {
         int rc = PMPI_Init(argc, argv);
         if (rc == MPI_SUCCESS) {
             collar_startup();
@@ -894,7 +916,7 @@ COLLAR_EXPORT int MPI_Allreduce_init_c(const void *sbuf, void *rbuf,
  * MPI_Testall's over collar's requests, is collar's own (test_all): the
  * library's MPI_Testall does not always answer as its MPI_Waitall does.
  */
-static void wait_pause(unsigned *spins)
+void collar_wait_pause(unsigned *spins)
 {
     if (++*spins > 64) {
         sched_yield();
@@ -1012,7 +1034,7 @@ static int result_some(collar_watch_t *w, int rc, int outcount,
     return in_status ? rc : failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS;
 }
 
-static int wait_one(MPI_Request *request, MPI_Status *status)
+int collar_wait_progress(MPI_Request *request, MPI_Status *status)
 {
     unsigned spins = 0;
     for (;;) {
@@ -1024,7 +1046,7 @@ static int wait_one(MPI_Request *request, MPI_Status *status)
         if (rc != MPI_SUCCESS || flag) {
             return rc;
         }
-        wait_pause(&spins);
+        collar_wait_pause(&spins);
     }
 }
 
@@ -1032,7 +1054,7 @@ COLLAR_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
     collar_watch_t w;
     collar_watch_begin(&w, request != NULL ? 1 : 0, request);
-    int rc = wait_one(request, status);
+    int rc = collar_wait_progress(request, status);
     if (w.found != 0) {
         rc = result_one(&w, 0, rc, status);
         collar_watch_end(&w);
@@ -1092,7 +1114,7 @@ static int wait_all(int count, MPI_Request requests[], MPI_Status statuses[],
         if (rc != MPI_SUCCESS || flag) {
             return result_all(w, rc, count, requests, statuses);
         }
-        wait_pause(&spins);
+        collar_wait_pause(&spins);
     }
 }
 
@@ -1119,7 +1141,7 @@ static int wait_any(int count, MPI_Request requests[], int *index,
         if (rc != MPI_SUCCESS || flag) {
             return rc;
         }
-        wait_pause(&spins);
+        collar_wait_pause(&spins);
     }
 }
 
@@ -1150,7 +1172,7 @@ static int wait_some(int incount, MPI_Request requests[], int *outcount,
         if (rc != MPI_SUCCESS || *outcount != 0) {
             return rc;
         }
-        wait_pause(&spins);
+        collar_wait_pause(&spins);
     }
 }
 

@@ -67,6 +67,18 @@ void collar_run_drain(void);
 void collar_progress_thread_enable(long interval_us);
 /* Stop and join it (before MPI_Finalize). */
 void collar_progress_thread_stop(void);
+/* Let the blocking point-to-point wrappers progress (blocking.c); off
+ * again at collar_progress_thread_stop. */
+void collar_progress_calls_enable(void);
+/* Whether a blocking call must progress collar's operations while it
+ * waits: some are outstanding and the wrappers may.  One load otherwise. */
+int collar_progress_in_calls(void);
+/* MPI_Wait that progresses collar's operations while any are outstanding
+ * (a loop of progress and PMPI_Test), the library's PMPI_Wait otherwise. */
+int collar_wait_progress(MPI_Request *request, MPI_Status *status);
+/* Between two polls of such a loop: yield the processor after the first
+ * 64. */
+void collar_wait_pause(unsigned *spins);
 
 /* ------------------------------------------ collar's requests (request.c) */
 

@@ -7,12 +7,15 @@
  * communicator on every rank.  A finished nonblocking operation completes its
  * generalized request; a finished blocking one is picked up by its caller.
  *
- * Progress comes from the MPI_Wait* / MPI_Test* wrappers, and from a
- * progress thread (COLLAR_PROGRESS=thread, the default, when the MPI library
- * gives MPI_THREAD_MULTIPLE).  The thread is what keeps MPI's progress rule:
- * a rank blocked in MPI_Recv, MPI_Barrier, a Fortran PMPI_Wait or any other
- * call collar does not see still issues its next chunk or segment, so the
- * peers that wait for it finish.  It sleeps on a condition variable while
+ * Progress comes from the MPI_Wait* / MPI_Test* wrappers, from the
+ * blocking point-to-point wrappers (blocking.c; not with COLLAR_PROGRESS=
+ * wait), and from a progress thread where the MPI library gives
+ * MPI_THREAD_MULTIPLE (COLLAR_PROGRESS=auto: when the application asked for
+ * it; thread: collar asks for it when a device backend can be active).  The
+ * thread is what keeps MPI's progress rule in every call: a rank blocked in
+ * MPI_Barrier, a Fortran PMPI_Wait or any other call collar does not see
+ * still issues its next chunk or segment, so the peers that wait for it
+ * finish.  It sleeps on a condition variable while
  * nothing is outstanding (no core spins when idle); while operations are
  * outstanding it makes a pass every COLLAR_PROGRESS_INTERVAL microseconds.
  * The application's own waits still progress at full speed: the thread is
@@ -47,6 +50,9 @@ static int             thr_running;
 static int             thr_stop;
 static pthread_t       thr_id;
 static long            thr_interval_us;
+
+/* The blocking point-to-point wrappers may progress (set at start-up). */
+static atomic_int      calls_enabled;
 
 static void greq_release(collar_request_t *r)
 {
@@ -184,6 +190,17 @@ int collar_progress_all(void)
     return 1;
 }
 
+void collar_progress_calls_enable(void)
+{
+    atomic_store(&calls_enabled, 1);
+}
+
+int collar_progress_in_calls(void)
+{
+    return atomic_load_explicit(&run_count, memory_order_relaxed) != 0
+           && atomic_load_explicit(&calls_enabled, memory_order_relaxed);
+}
+
 static void *progress_thread(void *arg)
 {
     (void)arg;
@@ -246,6 +263,7 @@ static void thread_wake(void)
 
 void collar_progress_thread_stop(void)
 {
+    atomic_store(&calls_enabled, 0);
     pthread_mutex_lock(&thr_lock);
     const int running = thr_running;
     thr_stop = 1;

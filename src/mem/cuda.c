@@ -276,6 +276,16 @@ const char *collar_cuda_unavailable_reason(void)
     return cu_reason[0] ? cu_reason : "unknown reason";
 }
 
+int collar_cuda_probe(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n > 0;
+}
+
 static collar_status_t cu_init(void)
 {
     int n = 0;

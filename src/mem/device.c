@@ -73,6 +73,24 @@ const collar_device_t *collar_device_open(collar_device_kind_t kind)
     return dev;
 }
 
+int collar_device_may_open(collar_device_kind_t kind)
+{
+    switch (kind) {
+    case COLLAR_DEVICE_SIM:
+        return 1;
+    case COLLAR_DEVICE_AUTO:
+    case COLLAR_DEVICE_CUDA:
+#ifdef COLLAR_HAVE_CUDA
+        return collar_cuda_probe();
+#else
+        return 0;
+#endif
+    case COLLAR_DEVICE_NONE:
+        break;
+    }
+    return 0;
+}
+
 collar_ranges_t *collar_mem_host_ranges(void)
 {
 #ifdef COLLAR_HAVE_CUDA

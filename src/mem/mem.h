@@ -27,6 +27,9 @@ extern const collar_device_t collar_device_cuda;
 const char *collar_cuda_unavailable_reason(void);
 /* The cuda backend's host ranges (NULL before init). */
 collar_ranges_t *collar_cuda_host_ranges(void);
+/* Whether the driver sees a GPU (cudaGetDeviceCount: no context is
+ * created); callable before MPI starts. */
+int collar_cuda_probe(void);
 #endif
 
 /*
@@ -36,6 +39,9 @@ collar_ranges_t *collar_cuda_host_ranges(void);
  */
 const collar_device_t *collar_device_open(collar_device_kind_t kind);
 void collar_device_close(void);
+/* Whether collar_device_open(kind) would open a device backend (not none):
+ * decided before MPI starts, without creating a context anywhere. */
+int collar_device_may_open(collar_device_kind_t kind);
 /* The open backend (none before collar_device_open). */
 const collar_device_t *collar_device_current(void);
 /* Names of the backends built into this library, e.g. "none sim". */

@@ -61,8 +61,17 @@ int tf_complete(MPI_Request *req)
     int flag = 0, rc;
     /* Persistent requests of collar's are not completed by PMPI_Wait in
      * one thread while collar's progress thread finishes them under
-     * MPICH 4.0 (docs/collectives.md): the three C completion calls. */
-    switch (completions++ % (form == TF_PERSISTENT ? 3 : 4)) {
+     * MPICH 4.0 (docs/collectives.md): the three C completion calls.
+     * PMPI_Wait, which collar does not see, completes collar's nonblocking
+     * operations through the progress thread, which runs where the MPI
+     * library gives MPI_THREAD_MULTIPLE (COLLAR_PROGRESS, README). */
+    static int lib_level = -1;
+    if (lib_level < 0) {
+        PMPI_Query_thread(&lib_level);
+    }
+    const int pmpi_wait = form != TF_PERSISTENT
+                          && lib_level >= MPI_THREAD_MULTIPLE;
+    switch (completions++ % (pmpi_wait ? 4 : 3)) {
     case 0:
         return MPI_Wait(req, MPI_STATUS_IGNORE);
     case 1:

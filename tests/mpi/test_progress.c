@@ -3,13 +3,18 @@
  * wait or test on collar's operation must not stall its peers.
  *
  * Each case starts a nonblocking allreduce on every rank; then rank 0 blocks
- * in another MPI call (MPI_Recv, MPI_Probe, MPI_Barrier, MPI_Bcast, PMPI_Wait
- * on the request itself) that can only return once rank 1 has finished its
+ * in another MPI call (MPI_Recv, MPI_Probe, MPI_Ssend, MPI_Sendrecv,
+ * MPI_Barrier, MPI_Bcast, PMPI_Wait on the request itself) that can only
+ * return once rank 1 has finished its
  * MPI_Wait on the allreduce, which needs rank 0's chunks.  Without
  * progress outside collar's wait wrappers, this hangs.  The reduced values
  * are checked on every rank afterwards.
  *
- * Usage: test_progress [count]   (floats; default 1 Mi = 4 MiB)
+ * Usage: test_progress [count [all|p2p [single|multiple]]]
+ *   count     floats (default 1 Mi = 4 MiB)
+ *   p2p       only the blocking point-to-point cases (Recv, Probe, Ssend,
+ *             Sendrecv): the calls that progress without a progress thread
+ *   multiple  ask for MPI_THREAD_MULTIPLE (default: MPI_THREAD_SINGLE)
  */
 #include "testutil.h"
 
@@ -17,10 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { BLOCK_RECV, BLOCK_PROBE, BLOCK_BARRIER, BLOCK_BCAST, BLOCK_PMPI_WAIT,
-       BLOCK_COUNT };
+enum { BLOCK_RECV, BLOCK_PROBE, BLOCK_SSEND, BLOCK_SENDRECV, BLOCK_P2P,
+       BLOCK_BARRIER = BLOCK_P2P, BLOCK_BCAST, BLOCK_PMPI_WAIT, BLOCK_COUNT };
 static const char *const block_names[] = {
-    "MPI_Recv", "MPI_Probe", "MPI_Barrier", "MPI_Bcast", "PMPI_Wait"
+    "MPI_Recv", "MPI_Probe", "MPI_Ssend", "MPI_Sendrecv", "MPI_Barrier",
+    "MPI_Bcast", "PMPI_Wait"
 };
 
 static void fill(float *buf, int count, int rank, int round)
@@ -51,16 +57,23 @@ static void check(const float *buf, int count, int size, int round,
 
 int main(int argc, char **argv)
 {
+    const int asked = argc > 3 && strcmp(argv[3], "multiple") == 0
+                      ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE;
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
+    MPI_Init_thread(&argc, &argv, asked, &provided);
     tu_init("test_progress");
     const int rank = tu_world_rank(), size = tu_world_size();
     int count = argc > 1 ? atoi(argv[1]) : 1 << 20;
+    const int ncases = argc > 2 && strcmp(argv[2], "p2p") == 0 ? BLOCK_P2P
+                                                              : BLOCK_COUNT;
     if (size < 2) {
         tu_skip("needs at least 2 ranks");
     }
-    tu_check(provided == MPI_THREAD_SINGLE, "provided",
-             "asked for MPI_THREAD_SINGLE, told %d", provided);
+    if (asked == MPI_THREAD_MULTIPLE && provided < asked) {
+        tu_skip("the MPI library gives thread level %d", provided);
+    }
+    tu_check(provided == asked, "provided", "asked for %d, told %d", asked,
+             provided);
     int queried = -1;
     MPI_Query_thread(&queried);
     tu_check(queried == provided, "MPI_Query_thread",
@@ -72,9 +85,9 @@ int main(int argc, char **argv)
         tu_fail("malloc", "%d floats", count);
         return tu_finish();
     }
-    for (int round = 0; round < 2 * BLOCK_COUNT; round++) {
-        const int how = round % BLOCK_COUNT;
-        const int in_place = round >= BLOCK_COUNT;
+    for (int round = 0; round < 2 * ncases; round++) {
+        const int how = round % ncases;
+        const int in_place = round >= ncases;
         char what[96];
         snprintf(what, sizeof(what), "%s%s", block_names[how],
                  in_place ? " in place" : "");
@@ -96,6 +109,15 @@ int main(int argc, char **argv)
                 MPI_Status st;
                 MPI_Probe(1, 7, MPI_COMM_WORLD, &st);
                 MPI_Recv(&token, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                break;
+            }
+            case BLOCK_SSEND:
+                MPI_Ssend(&token, 1, MPI_INT, 1, 7, MPI_COMM_WORLD);
+                break;
+            case BLOCK_SENDRECV: {
+                const int mine = round;
+                MPI_Sendrecv(&mine, 1, MPI_INT, 1, 8, &token, 1, MPI_INT, 1, 7,
+                             MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 break;
             }
             case BLOCK_BARRIER:
@@ -122,6 +144,21 @@ int main(int argc, char **argv)
                 case BLOCK_PMPI_WAIT:
                     MPI_Send(&token, 1, MPI_INT, 0, 7, MPI_COMM_WORLD);
                     break;
+                case BLOCK_SSEND:
+                    token = -1;
+                    MPI_Recv(&token, 1, MPI_INT, 0, 7, MPI_COMM_WORLD,
+                             MPI_STATUS_IGNORE);
+                    tu_check(token == round, what, "token %d, want %d", token,
+                             round);
+                    break;
+                case BLOCK_SENDRECV: {
+                    int theirs = -1;
+                    MPI_Sendrecv(&token, 1, MPI_INT, 0, 7, &theirs, 1, MPI_INT,
+                                 0, 8, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                    tu_check(theirs == round, what, "token %d, want %d",
+                             theirs, round);
+                    break;
+                }
                 default:
                     break;
                 }
