@@ -8,23 +8,23 @@
  * staged collectives, which run on the user's communicator) get none.
  *
  * Making it never waits for another rank where the application does not:
- *   - in a blocking allreduce (every rank is in the same call, in the
- *     application's order of collectives on the communicator): a
- *     PMPI_Comm_split, which runs none of the user's attribute copy
- *     callbacks, and one MPI_MIN allreduce of its outcome;
- *   - in a nonblocking or persistent start: a PMPI_Comm_idup, issued at
- *     the call, in the application's order; the communicator's schedules
- *     wait for it (collar_comm_ready) without blocking anybody.  MPI has no
- *     nonblocking duplicate that leaves attributes alone: the idup runs the
- *     copy callbacks of the application's attributes once, and their
- *     delete callbacks run when collar frees its duplicate.
- * The user's error handler is not called for either: the user's
+ * it is made inside a blocking allreduce (every rank is in the same call,
+ * in the application's order of collectives on the communicator), by
+ * PMPI_Comm_split, which runs none of the user's attribute copy callbacks,
+ * and one MPI_MIN allreduce of its outcome.  A nonblocking or persistent
+ * start on a communicator without one makes none (COLLAR_COMM_LATER): it is
+ * staged through host memory on the user's communicator, in the
+ * application's own nonblocking collective (src/interpose/colls.c), until a
+ * blocking allreduce has made the duplicate.  MPI_Comm_idup would make it
+ * at the start without waiting, but Open MPI 4.1 crashes when an idup is in
+ * flight while the application creates a communicator of its own (its
+ * nonblocking context id allocation, ompi issue 2025) or tests requests from
+ * a second thread.  The user's error handler is not called: the user's
  * communicator returns errors (MPI_ERRORS_RETURN) for the length of the
- * call, and its handler is put back.  When the MPI library refuses (no
+ * split, and its handler is put back.  When the MPI library refuses (no
  * context id left: MPICH has 2048 for a process), the state says
  * COLLAR_COMM_NONE, collar says so once, and the communicator's calls are
- * staged on the user's communicator, in the application's own collective
- * (src/interpose/colls.c).
+ * staged on the user's communicator.
  *
  * Lifetime: the state is reference-counted.  The user's communicator holds
  * one reference, dropped by the attribute's delete callback (MPI_Comm_free,
@@ -73,6 +73,10 @@ static int          world_size;
 
 /* Communicators collar holds for the application's (collar_comm_count). */
 static int comms_held;
+
+/* Some process of MPI_COMM_WORLD has a device backend (from the table of
+ * nodes: the same answer everywhere). */
+static int world_any_device;
 
 struct collar_usercomm {
     int            refs;        /* atomic: the communicator's, operations' */
@@ -162,15 +166,6 @@ void collar_comm_unref(collar_comm_t *c)
     }
     if (c->ipc != NULL && c->ipc_release != NULL) {
         c->ipc_release(c->ipc);
-    }
-    if (c->setup == COLLAR_COMM_PENDING) {
-        /* No operation ever waited for it (they hold references): the
-         * duplicate completes like the application's freeing, with every
-         * rank's. */
-        if (PMPI_Wait(&c->setup_req, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-            c->private_comm = MPI_COMM_NULL;
-            __atomic_sub_fetch(&comms_held, 1, __ATOMIC_RELAXED);
-        }
     }
     comm_free_counted(&c->node_sched);
     comm_free_counted(&c->cross_comm);
@@ -318,6 +313,7 @@ static void learn_nodes(int has_device)
         world_nodes = NULL;
     }
     for (int i = 0; world_nodes != NULL && i < world_size; i++) {
+        world_any_device |= world_nodes[i].device != 0;
         if (world_nodes[i].leader < 0) {
             free(world_nodes);   /* some process has no node: none known */
             world_nodes = NULL;
@@ -347,6 +343,11 @@ collar_status_t collar_comm_init(int has_device)
     }
     learn_nodes(has_device);
     return COLLAR_OK;
+}
+
+int collar_comm_world_wanted(void)
+{
+    return world_any_device;
 }
 
 void collar_comm_finalize(void)
@@ -512,34 +513,26 @@ static void comm_find_node(collar_comm_t *c, MPI_Comm comm)
                  c->node_size, c->one_node ? " (the whole communicator)" : "");
 }
 
-/* The private duplicate of `comm` (see the top of this file): sets
- * c->setup and c->private_comm. */
-static void comm_make_private(collar_comm_t *c, MPI_Comm comm, int blocking)
+/* The private duplicate of `comm` (see the top of this file), inside a
+ * blocking allreduce: sets c->setup and c->private_comm. */
+static void comm_make_private(collar_comm_t *c, MPI_Comm comm)
 {
     MPI_Errhandler user = MPI_ERRHANDLER_NULL;
     const int swapped = PMPI_Comm_get_errhandler(comm, &user) == MPI_SUCCESS
                         && PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)
                            == MPI_SUCCESS;
-    int rc;
     c->private_comm = MPI_COMM_NULL;
-    c->setup_req = MPI_REQUEST_NULL;
-    if (blocking) {
-        /* Same group, same order; no attribute is copied. */
-        rc = PMPI_Comm_split(comm, 0, c->rank, &c->private_comm);
-        int ok = rc == MPI_SUCCESS, all = 0;
-        /* The same outcome on every rank, or ranks would take different
-         * paths. */
-        if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
-            all = 0;
-        }
-        if (ok && !all) {
-            PMPI_Comm_free(&c->private_comm);
-            rc = MPI_ERR_OTHER;
-        }
-        c->setup = rc == MPI_SUCCESS && all ? COLLAR_COMM_READY : COLLAR_COMM_NONE;
-    } else {
-        rc = PMPI_Comm_idup(comm, &c->private_comm, &c->setup_req);
-        c->setup = rc == MPI_SUCCESS ? COLLAR_COMM_PENDING : COLLAR_COMM_NONE;
+    /* Same group, same order; no attribute is copied. */
+    int rc = PMPI_Comm_split(comm, 0, c->rank, &c->private_comm);
+    int ok = rc == MPI_SUCCESS, all = 0;
+    /* The same outcome on every rank, or ranks would take different
+     * paths. */
+    if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
+        all = 0;
+    }
+    if (ok && !all) {
+        PMPI_Comm_free(&c->private_comm);
+        rc = MPI_ERR_OTHER;
     }
     if (swapped) {
         PMPI_Comm_set_errhandler(comm, user);
@@ -547,7 +540,8 @@ static void comm_make_private(collar_comm_t *c, MPI_Comm comm, int blocking)
     if (user != MPI_ERRHANDLER_NULL) {
         PMPI_Errhandler_free(&user);
     }
-    if (c->setup == COLLAR_COMM_NONE) {
+    if (!all) {
+        c->setup = COLLAR_COMM_NONE;
         c->private_comm = MPI_COMM_NULL;
         if (collar_log_first("comm-none")) {
             collar_warn(COLL, "the MPI library gives collar no communicator "
@@ -557,33 +551,11 @@ static void comm_make_private(collar_comm_t *c, MPI_Comm comm, int blocking)
         }
         return;
     }
-    __atomic_add_fetch(&comms_held, 1, __ATOMIC_RELAXED);
-    if (c->setup == COLLAR_COMM_READY) {
-        PMPI_Comm_set_errhandler(c->private_comm, MPI_ERRORS_RETURN);
-    }
-}
-
-collar_status_t collar_comm_ready(collar_comm_t *c)
-{
-    if (c->setup == COLLAR_COMM_READY) {
-        return COLLAR_OK;
-    }
-    if (c->setup == COLLAR_COMM_NONE) {
-        return COLLAR_ERR_UNAVAILABLE;
-    }
-    int flag = 0;
-    if (PMPI_Test(&c->setup_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-        c->setup = COLLAR_COMM_NONE;
-        c->private_comm = MPI_COMM_NULL;
-        __atomic_sub_fetch(&comms_held, 1, __ATOMIC_RELAXED);
-        return COLLAR_ERR_MPI;
-    }
-    if (!flag) {
-        return COLLAR_INPROGRESS;
-    }
-    PMPI_Comm_set_errhandler(c->private_comm, MPI_ERRORS_RETURN);
     c->setup = COLLAR_COMM_READY;
-    return COLLAR_OK;
+    __atomic_add_fetch(&comms_held, 1, __ATOMIC_RELAXED);
+    PMPI_Comm_set_errhandler(c->private_comm, MPI_ERRORS_RETURN);
+    collar_debug(COLL, "new private communicator: %d ranks, this is rank %d",
+                 c->size, c->rank);
 }
 
 collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
@@ -599,7 +571,11 @@ collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
         return COLLAR_ERR_MPI;
     }
     if (flag) {
-        *state = attr;
+        collar_comm_t *c = attr;
+        if (c->setup == COLLAR_COMM_LATER && blocking) {
+            comm_make_private(c, comm);
+        }
+        *state = c;
         return COLLAR_OK;
     }
 
@@ -608,6 +584,8 @@ collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
         return COLLAR_ERR_NO_MEMORY;
     }
     c->refs = 1;   /* the user's communicator's */
+    c->private_comm = MPI_COMM_NULL;
+    c->setup = COLLAR_COMM_LATER;
     PMPI_Comm_size(comm, &c->size);
     PMPI_Comm_rank(comm, &c->rank);
     comm_find_node(c, comm);
@@ -617,16 +595,14 @@ collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
         && flag && *ub > 0) {
         c->tag_ub = *ub;
     }
-    comm_make_private(c, comm, blocking);
+    if (blocking) {
+        comm_make_private(c, comm);
+    }
     rc = PMPI_Comm_set_attr(comm, comm_keyval, c);
     if (rc != MPI_SUCCESS) {
         collar_comm_unref(c);   /* the only reference: frees everything */
         return COLLAR_ERR_MPI;
     }
-    collar_debug(COLL, "new private communicator (%s): %d ranks, this is rank %d",
-                 c->setup == COLLAR_COMM_PENDING ? "MPI_Comm_idup"
-                 : c->setup == COLLAR_COMM_READY ? "MPI_Comm_split" : "none",
-                 c->size, c->rank);
     *state = c;
     return COLLAR_OK;
 }

@@ -212,7 +212,9 @@ typedef enum {
     COLLAR_COMM_READY = 0,  /* private_comm usable (MPI_COMM_NULL for the
                                states that need none, e.g. the staged
                                collectives') */
-    COLLAR_COMM_PENDING,    /* MPI_Comm_idup in flight (setup_req) */
+    COLLAR_COMM_LATER,      /* none yet: made by the next blocking
+                               allreduce; until then calls are staged on
+                               the user's communicator */
     COLLAR_COMM_NONE        /* the MPI library refused collar a
                                communicator: calls on it are staged on the
                                user's communicator */
@@ -229,7 +231,6 @@ typedef enum {
 typedef struct collar_comm {
     int      refs;         /* atomic (collar_comm_ref / collar_comm_unref) */
     int      setup;        /* collar_comm_setup_t */
-    MPI_Request setup_req; /* PENDING: the MPI_Comm_idup making private_comm */
     MPI_Comm private_comm;
     int      size;
     int      rank;
@@ -268,23 +269,18 @@ typedef struct collar_comm {
 } collar_comm_t;
 
 /*
- * Find or create the state of `comm`.  Creating it takes no communication
- * but the private duplicate's: PMPI_Comm_split of `comm` when `blocking`
- * (the caller is inside a blocking collective on comm, which every rank
- * reaches in the same order), PMPI_Comm_idup otherwise (a nonblocking
- * start, in the application's order of collectives on comm; the schedules
- * of the communicator wait for it: collar_comm_ready).  When the MPI
- * library refuses collar a communicator, the state is COLLAR_COMM_NONE
- * (said once; the user's error handler is not called).  The pointer is
- * good while the caller is inside an MPI call on `comm`; what keeps it
- * longer takes a reference.
+ * Find or create the state of `comm`; with `blocking` (the caller is inside
+ * a blocking allreduce on comm, which every rank reaches in the same
+ * order), make its private duplicate if it has none yet: PMPI_Comm_split
+ * and an MPI_MIN agreement of the outcome, the user's error handler not
+ * called.  Without `blocking` nothing is made (a nonblocking or persistent
+ * start never waits for another rank): a new state says COLLAR_COMM_LATER.
+ * When the MPI library refuses collar a communicator, COLLAR_COMM_NONE,
+ * said once.  The pointer is good while the caller is inside an MPI call
+ * on `comm`; what keeps it longer takes a reference.
  */
 collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
                                 collar_comm_t **state);
-/* COLLAR_OK when the private communicator is usable, COLLAR_INPROGRESS
- * while its MPI_Comm_idup is in flight, an error when it failed.  Called
- * with the schedules' lock held (src/interpose/progress.c). */
-collar_status_t collar_comm_ready(collar_comm_t *state);
 /* The communicators of `hier` (node_sched, cross_comm), collectively over
  * the private communicator, blocking: call in the communicator's turn, from
  * a blocking allreduce.  Sets hier_made to 1, or -1 on every rank alike. */
@@ -304,6 +300,9 @@ collar_status_t collar_comm_dup_private(MPI_Comm comm, MPI_Comm *out);
  * (collective over MPI_COMM_WORLD, the only communication collar does
  * outside the application's collectives). */
 collar_status_t collar_comm_init(int has_device);
+/* Some process of MPI_COMM_WORLD has a device backend (known alike on
+ * every process after collar_comm_init). */
+int collar_comm_world_wanted(void);
 void collar_comm_finalize(void);
 /* A duplicate of MPI_COMM_SELF whose errors return to collar: for asking
  * the MPI library, with one-rank calls, whether it accepts arguments. */

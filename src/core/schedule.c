@@ -566,21 +566,6 @@ collar_status_t collar_sched_progress(collar_sched_t *s)
     if (s->finished) {
         return COLLAR_OK;
     }
-    if (s->comm->setup != COLLAR_COMM_READY) {
-        /* The private communicator is still being made (MPI_Comm_idup at
-         * the operation's start): nothing of the schedule waits on the
-         * other ranks before it is there. */
-        const collar_status_t ready = collar_comm_ready(s->comm);
-        if (ready == COLLAR_INPROGRESS) {
-            return COLLAR_INPROGRESS;
-        }
-        if (ready < 0 && s->status == COLLAR_OK) {
-            collar_error(COLL, "schedule %llu: collar's communicator could not "
-                         "be made: %s", (unsigned long long)s->seq,
-                         collar_status_string(ready));
-            sched_fail(s, ready, MPI_ERR_OTHER);
-        }
-    }
     int changed;
     do {
         changed = 0;

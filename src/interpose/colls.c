@@ -585,6 +585,12 @@ typedef struct {
     collar_stats_call_t stat;
     void               *s, *r;     /* what the MPI call gets */
     MPI_Request         inner;     /* the library's request */
+    /* An allreduce (collar_colls_allreduce): "this rank failed", MPI_MAX
+     * over the ranks, issued right after the data's collective, so that no
+     * rank takes a result built on a failed rank's zeros for good. */
+    int                 agree;
+    int                 agree_in, agree_out;
+    MPI_Request         agree_req;
     collar_sched_t     *sched;
     collar_persist_t    persist;
     collar_status_t     init_failed;  /* persistent: staging failed at init */
@@ -681,6 +687,18 @@ static void op_free(collar_sched_t *s)
     free(op);
 }
 
+/* After the agreement of a staged allreduce: another rank failed. */
+static collar_status_t agree_check(collar_sched_t *s, void *arg)
+{
+    const colls_op_t *op = arg;
+    if (op->agree_out && !op->agree_in && s->status == COLLAR_OK) {
+        collar_error(COLL, "a staged allreduce failed on another rank; its "
+                     "result here is not complete");
+        collar_sched_fail(s, COLLAR_ERR_MPI);
+    }
+    return COLLAR_OK;
+}
+
 /*
  * The schedule run when the library's request on the host copies is
  * complete: copy every receive buffer back.  A failure of collar's own
@@ -694,6 +712,21 @@ static collar_status_t op_schedule(colls_op_t *op)
     collar_step_t wait = { .kind = COLLAR_STEP_REQUEST, .u.request.req = &op->inner };
     int w = 0;
     collar_status_t st = collar_sched_add(s, &wait, &w);
+    if (st == COLLAR_OK && op->agree) {
+        /* The copies back wait for the agreement too; a rank that learns
+         * of another's failure fails (agree_check). */
+        collar_step_t agree = { .kind = COLLAR_STEP_REQUEST,
+                                .u.request.req = &op->agree_req };
+        int a = 0;
+        st = collar_sched_add(s, &agree, &a);
+        collar_step_t check = { .kind = COLLAR_STEP_CALL, .ndeps = 2,
+                                .deps = { w, a } };
+        check.u.call.fn = agree_check;
+        check.u.call.arg = op;
+        if (st == COLLAR_OK) {
+            st = collar_sched_add(s, &check, &w);
+        }
+    }
     for (int i = 0; i < op->cc.nbuf && st == COLLAR_OK; i++) {
         const colls_buf_t *b = &op->cc.buf[i];
         if (b->host == NULL || !b->recv) {
@@ -756,6 +789,9 @@ static int op_istart(colls_op_t *op, int rc, MPI_Request *request)
          * back by hand, so the peers are not left waiting; the operation
          * is then complete (MPI_REQUEST_NULL). */
         rc = stage_out(&op->cc, PMPI_Wait(&op->inner, MPI_STATUS_IGNORE));
+        if (op->agree) {
+            PMPI_Wait(&op->agree_req, MPI_STATUS_IGNORE);
+        }
         free(op);
         *request = MPI_REQUEST_NULL;
         return rc;
@@ -2138,6 +2174,17 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x)
 #else
             rc = PMPI_Allreduce(op.s, op.r, (int)n, x->dtype, op_, x->comm);
 #endif
+            if (op.cc.staged) {
+                /* Every rank stages alike (device calls everywhere): all
+                 * take part in the agreement. */
+                int bad = op.cc.failed != COLLAR_OK, any = 0;
+                if (PMPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, x->comm)
+                    != MPI_SUCCESS || (any && !bad)) {
+                    collar_error(COLL, "a staged allreduce failed on another "
+                                 "rank; its result here is not complete");
+                    op.cc.failed = COLLAR_ERR_MPI;
+                }
+            }
             rc = op_leave(&op, rc);
         }
         return rc;
@@ -2174,5 +2221,19 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x)
 #else
     rc = PMPI_Iallreduce(op->s, op->r, (int)n, x->dtype, op_, x->comm, &op->inner);
 #endif
+    if (rc == MPI_SUCCESS && op->cc.staged) {
+        op->agree = 1;
+        op->agree_in = op->cc.failed != COLLAR_OK;
+        rc = PMPI_Iallreduce(&op->agree_in, &op->agree_out, 1, MPI_INT, MPI_MAX,
+                             x->comm, &op->agree_req);
+        if (rc != MPI_SUCCESS) {
+            /* The data's collective is issued: finish it, as op_istart's
+             * error path does. */
+            PMPI_Wait(&op->inner, MPI_STATUS_IGNORE);
+            release(&op->cc);
+            free(op);
+            return rc;
+        }
+    }
     return op_istart(op, rc, x->request);
 }

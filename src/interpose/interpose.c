@@ -182,6 +182,18 @@ static void collar_startup(void)
     }
     host_ranges = collar_mem_host_ranges();
     mpi_cuda_aware = collar_mpi_cuda_aware();
+    /* MPI_COMM_WORLD's private duplicate, here where every process is in
+     * MPI_Init: the communicator most nonblocking allreduces run on gets
+     * collar's algorithms from its first call (other communicators get
+     * theirs from their first blocking allreduce, collar_comm_get).  Where
+     * some process has a device backend, or an algorithm is forced (alike
+     * on every process). */
+    if (collar_comm_world_wanted()
+        || (collar_cfg.algorithm != COLLAR_ALG_AUTO
+            && collar_cfg.algorithm != COLLAR_ALG_NATIVE)) {
+        collar_comm_t *world = NULL;
+        (void)collar_comm_get(MPI_COMM_WORLD, 1, &world);
+    }
     collar_stats_init();
     collar_stats_set_tuning_source(collar_select_sources());
     decide_paths();
@@ -639,18 +651,21 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         return pass_through(a);
     }
 
-    /* The private communicator: made now if this is the communicator's
-     * first such call, without waiting for anybody in a nonblocking or
-     * persistent start (collar_comm_get). */
+    /* The private communicator: made by a blocking allreduce, never by a
+     * nonblocking or persistent start, which would wait for the other
+     * ranks (collar_comm_get). */
     const int blocking = request == NULL;
     collar_comm_t *cstate = NULL;
     collar_status_t st = collar_comm_get(comm, blocking, &cstate);
-    if (st == COLLAR_OK && cstate->setup == COLLAR_COMM_NONE) {
-        /* The MPI library gave collar no communicator: the application's
-         * own collective, on host copies of the device buffers. */
+    if (st == COLLAR_OK && cstate->setup != COLLAR_COMM_READY) {
+        /* No communicator of collar's (yet): the application's own
+         * collective, on host copies of the device buffers. */
         plan.alg = COLLAR_ALG_STAGED;
-        plan.fallback = "staged on the application's communicator: the MPI "
-                        "library gives collar no communicator of its own";
+        plan.fallback = cstate->setup == COLLAR_COMM_NONE
+            ? "staged on the application's communicator: the MPI library "
+              "gives collar no communicator of its own"
+            : "staged on the application's communicator: collar's own "
+              "communicator is made by the first blocking allreduce on it";
         build = NULL;
     } else if (st == COLLAR_OK) {
         /* ipc: one node; hier: its communicators, made by a blocking

@@ -157,13 +157,7 @@ static void progress_pass(int from_thread)
     collar_sched_t *s = run_head;
     while (s != NULL) {
         collar_sched_t *next = s->next;
-        /* The thread also leaves alone the schedules whose communicator's
-         * MPI_Comm_idup is in flight: Open MPI 4.1 crashes (in its
-         * matching, ob1's check_cantmatch_for_match) when that request is
-         * tested from a second thread while the application's thread is
-         * in the library (tests/mpi/persist_mix.test found it).  The
-         * application's calls test it and run them. */
-        if (from_thread && (s->local_only || s->comm->setup == COLLAR_COMM_PENDING)) {
+        if (from_thread && s->local_only) {
             s = next;
             continue;
         }
@@ -346,14 +340,12 @@ collar_status_t collar_run_in_turn(collar_comm_t *c, void (*fn)(collar_comm_t *c
     /* Inside a blocking call: the calling thread starts no other operation
      * on `c` meanwhile (MPI orders collectives per communicator). */
     const uint64_t ticket = c->next_ticket++;
-    collar_status_t ready = COLLAR_INPROGRESS;
     for (unsigned spins = 0;; spins++) {
         pthread_mutex_lock(&prog_lock);
         progress_locked();
-        ready = collar_comm_ready(c);
         const int turn = c->coll_turn == ticket;
         pthread_mutex_unlock(&prog_lock);
-        if (turn && ready != COLLAR_INPROGRESS) {
+        if (turn) {
             break;
         }
         if (spins > 64) {
@@ -362,13 +354,13 @@ collar_status_t collar_run_in_turn(collar_comm_t *c, void (*fn)(collar_comm_t *c
     }
     /* The turn is held: no schedule of `c` issues a collective until fn
      * has made its own, outside the lock (the other communicators' go on). */
-    if (ready == COLLAR_OK) {
+    if (c->setup == COLLAR_COMM_READY) {
         fn(c);
     }
     pthread_mutex_lock(&prog_lock);
     c->coll_turn++;
     pthread_mutex_unlock(&prog_lock);
-    return ready;
+    return c->setup == COLLAR_COMM_READY ? COLLAR_OK : COLLAR_ERR_UNAVAILABLE;
 }
 
 void collar_run_drain(void)

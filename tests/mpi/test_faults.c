@@ -199,11 +199,12 @@ int main(int argc, char **argv)
 
     /* Errors return, on the communicator and on MPI_COMM_WORLD / SELF (a
      * generalized request's error may be raised there). */
-    MPI_Comm comm;
+    /* MPI_COMM_WORLD, whose collar communicator is made in MPI_Init: the
+     * nonblocking calls run collar's algorithms from the first (on a
+     * duplicate they would be staged on it until a blocking allreduce). */
+    MPI_Comm comm = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
 
     int *sbuf = malloc((size_t)opt_window * (size_t)opt_count * sizeof(int));
     int *rbuf = malloc((size_t)opt_window * (size_t)opt_count * sizeof(int));
@@ -311,7 +312,6 @@ int main(int argc, char **argv)
         }
     }
 
-    MPI_Comm_free(&comm);
     free(sbuf);
     free(rbuf);
     int rc = tu_finish();

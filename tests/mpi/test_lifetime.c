@@ -1,7 +1,8 @@
 /*
  * collar - communicator lifetime and attributes.
  *
- *   free   MPI_Iallreduce on a fresh duplicate of MPI_COMM_WORLD, then
+ *   free   MPI_Iallreduce on a fresh duplicate of MPI_COMM_WORLD (after one
+ *          blocking allreduce, which makes collar's own communicator), then
  *          MPI_Comm_free of it, then (after creating and freeing other
  *          communicators, which reuse the memory freed with it) MPI_Wait:
  *          legal MPI, the operation outlives the handle.  The result must
@@ -71,6 +72,14 @@ static void test_free(int rounds, int window)
                 return;
             }
             MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+            /* A blocking allreduce first: collar's communicator of `c` is
+             * made there, and the MPI_Iallreduce runs on it (before one,
+             * collar hands it to the MPI library on `c` itself, and Open
+             * MPI 4.1 crashes when `c` is freed with its own nonblocking
+             * collective in flight, with or without collar). */
+            int one = 1, sum = 0;
+            tu_check_rc(MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, c),
+                        "MPI_Allreduce");
             for (int i = 0; i < count; i++) {
                 sbuf[w][i] = value(rank, i, r + w);
                 rbuf[w][i] = -1;

@@ -6,13 +6,18 @@
  *   orders    two fresh communicators; MPI_Iallreduce started on them in
  *             opposite orders on even and odd ranks, then one MPI_Waitall.
  *             Again on the same (now used) communicators with a message
- *             `big` elements long (ipc and hier register a larger region
- *             there), and once more with small ones.
+ *             `big` elements long, and once more with small ones.  All of it
+ *             twice: on communicators that never saw a blocking allreduce
+ *             (collar stages their calls on them), then on ones that did
+ *             (collar's algorithms run, and the larger message makes ipc and
+ *             hier register a larger region inside the nonblocking calls).
+ *             Last MPI_COMM_WORLD and MPI_COMM_SELF in opposite orders.
  *   sendrecv  on a fresh communicator: rank 0 starts MPI_Iallreduce, then
  *             receives 4 MiB from rank 1; rank 1 sends them to rank 0
  *             (rendezvous: the send returns only when the receive is
  *             posted), then starts its MPI_Iallreduce.  Again on the used
- *             communicator with `big` elements, again small.
+ *             communicator with `big` elements, again small; the same after
+ *             a blocking allreduce, and on MPI_COMM_WORLD.
  *   many N B  N duplicates of MPI_COMM_WORLD, all alive at once, one
  *             allreduce of 8 ints on each (B = 1: blocking MPI_Allreduce,
  *             0: MPI_Iallreduce + MPI_Wait); then collar_communicators()
@@ -126,16 +131,42 @@ static void orders_round(MPI_Comm c[2], long n, const char *what)
     }
 }
 
+/* One blocking allreduce of 7 ints on comm: collar's own communicator
+ * for it, and ipc's first region, are made here. */
+static void blocking_first(MPI_Comm comm, const char *what)
+{
+    buf_t b;
+    buf_new(&b, 7);
+    tu_check_rc(MPI_Allreduce(b.s, b.r, 7, MPI_INT, MPI_SUM, comm), what);
+    check_sum(b.r, 7, comm, what);
+    buf_free(&b);
+}
+
 static void test_orders(long big)
 {
-    MPI_Comm c[2];
-    MPI_Comm_dup(MPI_COMM_WORLD, &c[0]);
-    MPI_Comm_split(MPI_COMM_WORLD, 0, tu_world_size() - tu_world_rank(), &c[1]);
-    orders_round(c, 7, "opposite orders, first calls");
-    orders_round(c, big, "opposite orders, a larger message");
-    orders_round(c, 1031, "opposite orders, used communicators");
-    MPI_Comm_free(&c[0]);
-    MPI_Comm_free(&c[1]);
+    for (int warm = 0; warm < 2; warm++) {
+        MPI_Comm c[2];
+        MPI_Comm_dup(MPI_COMM_WORLD, &c[0]);
+        MPI_Comm_split(MPI_COMM_WORLD, 0, tu_world_size() - tu_world_rank(), &c[1]);
+        if (warm) {
+            /* Then the nonblocking calls run collar's algorithms, and the
+             * larger message grows ipc's region in opposite orders. */
+            blocking_first(c[0], "a blocking allreduce first");
+            blocking_first(c[1], "a blocking allreduce first");
+        }
+        orders_round(c, 7, "opposite orders, first calls");
+        orders_round(c, big, "opposite orders, a larger message");
+        orders_round(c, 1031, "opposite orders, used communicators");
+        MPI_Comm_free(&c[0]);
+        MPI_Comm_free(&c[1]);
+    }
+    MPI_Comm w[2] = { MPI_COMM_WORLD, MPI_COMM_SELF };
+    if (tu_world_rank() % 2) {
+        w[0] = MPI_COMM_SELF;
+        w[1] = MPI_COMM_WORLD;
+    }
+    /* MPI_COMM_WORLD: collar's communicator is made in MPI_Init. */
+    orders_round(w, big, "MPI_COMM_WORLD and MPI_COMM_SELF in opposite orders");
 }
 
 static void sendrecv_round(MPI_Comm comm, long n, const char *what)
@@ -168,12 +199,18 @@ static void sendrecv_round(MPI_Comm comm, long n, const char *what)
 
 static void test_sendrecv(long big)
 {
-    MPI_Comm comm;
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    sendrecv_round(comm, 7, "start, then 4 MiB point to point, first call");
-    sendrecv_round(comm, big, "start, then 4 MiB point to point, a larger message");
-    sendrecv_round(comm, 1031, "start, then 4 MiB point to point, used communicator");
-    MPI_Comm_free(&comm);
+    for (int warm = 0; warm < 2; warm++) {
+        MPI_Comm comm;
+        MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+        if (warm) {
+            blocking_first(comm, "a blocking allreduce first");
+        }
+        sendrecv_round(comm, 7, "start, then 4 MiB point to point, first call");
+        sendrecv_round(comm, big, "start, then 4 MiB point to point, a larger message");
+        sendrecv_round(comm, 1031, "start, then 4 MiB point to point, used communicator");
+        MPI_Comm_free(&comm);
+    }
+    sendrecv_round(MPI_COMM_WORLD, big, "start, then 4 MiB point to point, MPI_COMM_WORLD");
 }
 
 static void test_many(int n, int blocking)
