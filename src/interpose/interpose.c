@@ -577,6 +577,28 @@ static int pass_counted(const collar_allreduce_args_t *a,
     return rc;
 }
 
+/* The plan of a call is known: said (ipc and hier say it from their
+ * schedule, once their IPC memory is known to work or not:
+ * collar_ipc_start), kept for collar_last_algorithm, and in the call's
+ * statistics record. */
+static void plan_chosen(MPI_Comm comm, const collar_select_key_t *key,
+                        const collar_plan_t *plan, const collar_call_t *call,
+                        collar_stats_call_t *stat)
+{
+    if (plan->alg != COLLAR_ALG_IPC && plan->alg != COLLAR_ALG_HIER) {
+        collar_algo_log_choice(comm_rank(comm), key, plan);
+    }
+    last_alg = (int)plan->alg;
+    if (stat != NULL) {
+        stat->alg = plan->alg;
+        stat->mem = call->mem;
+        stat->bytes = call->bytes;
+        if (plan->fallback != NULL) {
+            collar_stats_fallback(plan->fallback);
+        }
+    }
+}
+
 /* An allreduce collar may take over: its buffers are classified (rkind,
  * skind), and it is not a host call that host_direct hands on.  Apart from
  * collar_allreduce so that the short ways there pay for none of this
@@ -629,16 +651,7 @@ static int allreduce_run(const collar_allreduce_args_t *a,
     }
     collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
     if (build == NULL) {
-        collar_algo_log_choice(comm_rank(comm), &key, &plan);
-        last_alg = (int)plan.alg;
-        if (stat != NULL) {
-            stat->alg = plan.alg;
-            stat->mem = call.mem;
-            stat->bytes = call.bytes;
-            if (plan.fallback != NULL) {
-                collar_stats_fallback(plan.fallback);
-            }
-        }
+        plan_chosen(comm, &key, &plan, &call, stat);
         int rc = pass_through(a);
         if (stat != NULL && !a->persistent) {
             /* For a native MPI_Iallreduce this is the time to start it: the
@@ -675,20 +688,7 @@ static int allreduce_run(const collar_allreduce_args_t *a,
                                   &plan);
         build = collar_algo_builder(plan.alg);
     }
-    if (plan.alg != COLLAR_ALG_IPC && plan.alg != COLLAR_ALG_HIER) {
-        /* ipc and hier: said once their IPC memory is known to work (or
-         * not), by the schedule (collar_ipc_start). */
-        collar_algo_log_choice(comm_rank(comm), &key, &plan);
-    }
-    last_alg = (int)plan.alg;
-    if (stat != NULL) {
-        stat->alg = plan.alg;
-        stat->mem = call.mem;
-        stat->bytes = call.bytes;
-        if (plan.fallback != NULL) {
-            collar_stats_fallback(plan.fallback);
-        }
-    }
+    plan_chosen(comm, &key, &plan, &call, stat);
     if (build == NULL && st == COLLAR_OK) {
         return collar_colls_allreduce(a);
     }
