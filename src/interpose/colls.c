@@ -836,6 +836,10 @@ static void persist_start(collar_persist_t *p)
     }
     stage_copy_in(&op->cc);
     int rc = PMPI_Start(&op->inner);
+    if (rc == MPI_SUCCESS && op->agree) {
+        op->agree_in = op->cc.failed != COLLAR_OK;
+        rc = PMPI_Start(&op->agree_req);
+    }
     collar_sched_rewind(op->sched);
     if (rc != MPI_SUCCESS) {
         collar_error(COLL, "cannot start a persistent %s (MPI error %d)",
@@ -852,6 +856,9 @@ static void persist_destroy(collar_persist_t *p)
     colls_op_t *op = (colls_op_t *)((char *)p - offsetof(colls_op_t, persist));
     if (op->inner != MPI_REQUEST_NULL) {
         PMPI_Request_free(&op->inner);
+    }
+    if (op->agree && op->agree_req != MPI_REQUEST_NULL) {
+        PMPI_Request_free(&op->agree_req);
     }
     collar_sched_destroy(op->sched);   /* frees op (op_free) */
 }
@@ -900,6 +907,9 @@ static int op_pinit(colls_op_t *op, int rc, MPI_Request *request)
                      collar_coll_name(op->cc.coll), rc);
         const MPI_Comm comm = op->cc.comm;
         PMPI_Request_free(&op->inner);
+        if (op->agree) {
+            PMPI_Request_free(&op->agree_req);
+        }
         collar_sched_destroy(op->sched);   /* frees op */
         PMPI_Comm_call_errhandler(comm, rc);
         return rc;
@@ -907,6 +917,9 @@ static int op_pinit(colls_op_t *op, int rc, MPI_Request *request)
     collar_error(COLL, "cannot set up a persistent %s: %s",
                  collar_coll_name(op->cc.coll), collar_status_string(st));
     PMPI_Request_free(&op->inner);
+    if (op->agree) {
+        PMPI_Request_free(&op->agree_req);
+    }
     release(&op->cc);
     const MPI_Comm comm = op->cc.comm;
     free(op);
@@ -2195,7 +2208,8 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x)
         PMPI_Comm_call_errhandler(x->comm, MPI_ERR_NO_MEM);
         return MPI_ERR_NO_MEM;
     }
-    int rc = op_enter(op, &a, 1);
+    /* Persistent: each MPI_Start copies in (persist_start), not the init. */
+    int rc = op_enter(op, &a, !x->persistent);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -2211,6 +2225,20 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x)
         rc = PMPI_Allreduce_init(op->s, op->r, (int)n, x->dtype, op_, x->comm,
                                  x->info, &op->inner);
 #endif
+        if (rc == MPI_SUCCESS && op->cc.staged) {
+            /* The status agreement, started after the data's at each
+             * MPI_Start (persist_start). */
+            rc = PMPI_Allreduce_init(&op->agree_in, &op->agree_out, 1, MPI_INT,
+                                     MPI_MAX, x->comm, MPI_INFO_NULL,
+                                     &op->agree_req);
+            if (rc != MPI_SUCCESS) {
+                PMPI_Request_free(&op->inner);
+                release(&op->cc);
+                free(op);
+                return rc;
+            }
+            op->agree = 1;
+        }
         return op_pinit(op, rc, x->request);
     }
 #endif

@@ -58,6 +58,9 @@ static int    opt_window = 1;     /* --window W: W MPI_Iallreduce, MPI_Waitall *
 static int    opt_loop = 1000;
 static long   opt_rss_bound_kb = 8192;
 static int    opt_one_rank = 0;   /* --one-rank: the failure on one rank */
+static int    opt_dup = 0;        /* --dup: on a fresh duplicate of
+                                     MPI_COMM_WORLD (collar stages its
+                                     nonblocking calls on it) */
 
 static int input(int rank, int call, int i)
 {
@@ -159,7 +162,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: test_faults [--count N] [--calls K] [--expect-fail 0|1]\n"
             "                   [--nonblocking] [--loop L] [--rss-bound KIB]\n"
-            "                   [--window W] [--one-rank]\n");
+            "                   [--window W] [--one-rank] [--dup]\n");
 }
 
 int main(int argc, char **argv)
@@ -171,6 +174,8 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--nonblocking") == 0) {
             opt_nonblocking = 1;
+        } else if (strcmp(a, "--dup") == 0) {
+            opt_dup = 1;
         } else if (strcmp(a, "--one-rank") == 0) {
             opt_one_rank = 1;
         } else if (v != NULL && strcmp(a, "--window") == 0) {
@@ -205,6 +210,9 @@ int main(int argc, char **argv)
     MPI_Comm comm = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    if (opt_dup) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    }
 
     int *sbuf = malloc((size_t)opt_window * (size_t)opt_count * sizeof(int));
     int *rbuf = malloc((size_t)opt_window * (size_t)opt_count * sizeof(int));
@@ -314,6 +322,9 @@ int main(int argc, char **argv)
 
     free(sbuf);
     free(rbuf);
+    if (opt_dup) {
+        MPI_Comm_free(&comm);
+    }
     int rc = tu_finish();
     MPI_Finalize();
     return rc;
