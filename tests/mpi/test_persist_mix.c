@@ -268,7 +268,14 @@ static void check_lookup_memory(void)
         MPI_Testsome(N, none, &n, idx, tu_statuses_ignore());
     }
     const long grown = tu_rss_kb() - before;
-    tu_check(before < 0 || grown < 8192, "lookup memory",
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer keeps freed memory in its quarantine: the resident
+     * size says nothing about leaks there (LeakSanitizer does). */
+    const int bounded = 0;
+#else
+    const int bounded = before >= 0;
+#endif
+    tu_check(!bounded || grown < 8192, "lookup memory",
              "%d completion calls over %d requests: %ld KiB more resident",
              2 * CALLS, N, grown);
     tu_check_rc(MPI_Wait(&held, MPI_STATUS_IGNORE), "lookup memory: wait");
