@@ -22,7 +22,7 @@
 #           build-fuzz/; a crash fails CI and stays in build-fuzz/
 #
 # Each stage prints a header and its time; a summary comes last.  Measured
-# on 2 cores: deps 0-1 min, asan 424 s, mpich 362 s, matrix 103 s with the
+# on 2 cores: deps 0-1 min, asan 356 s, mpich about 340 s, matrix 103 s with the
 # wheels cached (about 5 min more for their first download and install),
 # fuzz 34 s.
 # CI_EXTRA_STAGES="asan fuzz" runs some stages only (deps always runs).
