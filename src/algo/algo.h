@@ -40,6 +40,8 @@ typedef struct {
      * cannot write pageable memory); never a choice. */
     collar_mem_kind_t rmem;
     const collar_device_t *dev;   /* the open backend (NULL: none) */
+    int               persistent; /* MPI_Allreduce_init: built now, started
+                                     later (maybe after calls made since) */
 } collar_call_t;
 
 /*

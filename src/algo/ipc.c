@@ -5,9 +5,10 @@
  *
  * Each communicator keeps one IPC region: on every rank a device buffer of
  * two areas, `in` and `out`, of `cap` bytes each, which every other rank of
- * the node has mapped.  It is registered on the first ipc call and grown
- * when a larger message comes (every rank sees the same size, so all grow
- * in the same call); see ipc_register.  With n ranks, rank r and peer[i]
+ * the node has mapped.  It is registered by the first ipc call and grown
+ * by the first call with a larger message (every rank sees the same calls
+ * and sizes, so all choose alike), as steps of that call's schedule: see
+ * "Registration" below.  With n ranks, rank r and peer[i]
  * rank i's region as mapped here (peer[r] is the own one):
  *
  *   one-shot (bytes below oneshot=, default 256K):
@@ -63,8 +64,9 @@
  * Failure: a step that fails drains as in every schedule, and the status
  * agreement makes every rank return an error.  A region that cannot be set
  * up (no IPC in the backend, a peer's memory that cannot be mapped, not one
- * node) is known to every rank through one allreduce at registration; the
- * call then runs `chunked` (collar_algo_ipc_eligible).
+ * node) is known to every rank through the registration's agreement; the
+ * call then runs `chunked` (ipc_build_now); not one node is known at the
+ * call (collar_algo_ipc_eligible).
  */
 #include "config.h"
 #include "ipc_int.h"
@@ -200,16 +202,21 @@ static void ipc_region_release(ipc_region_t *g)
     }
 }
 
-/* The CALL step that maps the peers' memory, once their cards are here
- * (the receives: op->nrecv steps from op->first_recv). */
+/* The CALL step that maps the peers' memory, once the exchange is over
+ * (op->nexch receives and sends from op->first_recv: the cards are here,
+ * and the own card's buffer is free again).  A failure of the exchange
+ * is this rank's code, folded in before the agreement. */
 static collar_status_t ipc_open_step(collar_sched_t *s, void *arg)
 {
     ipc_op_t *op = arg;
     ipc_region_t *g = op->region;
-    if (!collar_sched_steps_done(s, op->first_recv, op->nrecv)) {
+    if (!collar_sched_steps_done(s, op->first_recv, op->nexch)) {
         return COLLAR_INPROGRESS;
     }
     ipc_card_t *cards = g->cards;
+    if (s->status != COLLAR_OK && g->code_in > IPC_NO_MAP) {
+        g->code_in = IPC_NO_MAP;   /* a message of the exchange failed */
+    }
     for (int i = 0; g->code_in == IPC_OK && i < g->n; i++) {
         if (i == g->rank) {
             g->peer[i] = g->own;
@@ -219,9 +226,7 @@ static collar_status_t ipc_open_step(collar_sched_t *s, void *arg)
         if (cards[i].code != IPC_OK) {
             break;   /* that rank says why; the agreement takes its code */
         }
-        if (s->status != COLLAR_OK) {
-            g->code_in = IPC_NO_MAP;   /* a message of the exchange failed */
-        } else if (!g->dev->ipc_reachable(cards[i].where)) {
+        if (!g->dev->ipc_reachable(cards[i].where)) {
             collar_info(MEM, "ipc: rank %d's device (%s) cannot be reached "
                         "from this one", i, cards[i].where);
             g->code_in = IPC_NO_MAP;
@@ -247,7 +252,7 @@ static collar_status_t ipc_add_registration(collar_sched_t *s, ipc_op_t *op,
     const int tag = collar_ring_tags(comm->tag_ub, comm->size, s->seq, &tags)
                     ? tags.base : 0;
     op->first_recv = s->nsteps;
-    op->nrecv = 0;
+    op->nexch = 0;
     for (int pass = 0; pass < 2; pass++) {   /* receives first, then sends */
         for (int i = 0; i < g->n; i++) {
             if (i == g->rank) {
@@ -262,7 +267,7 @@ static collar_status_t ipc_add_registration(collar_sched_t *s, ipc_op_t *op,
             t.u.p2p.peer = comm->node_peers[i];
             t.u.p2p.tag = tag;
             COLLAR_CHECK(collar_sched_add(s, &t, NULL));
-            op->nrecv += pass == 0;
+            op->nexch++;   /* the open step waits for both directions */
         }
     }
     collar_step_t open = { .kind = COLLAR_STEP_CALL, .once = 1 };
@@ -389,6 +394,9 @@ static ipc_region_t *ipc_region_for(collar_comm_t *comm, const collar_call_t *ca
         comm->ipc_release = ipc_state_release;
     }
     if (st->region == NULL || st->region->cap < call->bytes) {
+        /* A persistent allreduce registers a region of its own at its
+         * first start: it takes its turn only then, and calls made
+         * before that start must not wait for its registration. */
         size_t cap = collar_pool_round(call->bytes);
         if (cap == 0) {
             cap = call->bytes;
@@ -400,10 +408,14 @@ static ipc_region_t *ipc_region_for(collar_comm_t *comm, const collar_call_t *ca
         if (g == NULL) {
             return NULL;
         }
+        *fresh = 1;
+        if (call->persistent) {
+            return g;   /* the operation's reference is the only one */
+        }
         collar_ipc_region_unref(st->region);   /* schedules keep theirs */
         st->region = g;
-        *fresh = 1;
     }
+    __atomic_add_fetch(&st->region->refs, 1, __ATOMIC_RELAXED);
     return st->region;
 }
 
@@ -416,12 +428,11 @@ collar_status_t collar_ipc_start(const collar_call_t *call,
         return COLLAR_ERR_NO_MEMORY;
     }
     int fresh = 0;
-    op->region = ipc_region_for(s->comm, call, &fresh);
+    op->region = ipc_region_for(s->comm, call, &fresh);   /* a reference */
     if (op->region == NULL) {
         free(op);
         return COLLAR_ERR_NO_MEMORY;
     }
-    __atomic_add_fetch(&op->region->refs, 1, __ATOMIC_RELAXED);
     op->call = *call;
     op->plan = *plan;
     op->steps = steps;

@@ -60,7 +60,7 @@ typedef struct ipc_op {
     collar_plan_t         plan;
     collar_ipc_steps_fn_t steps;
     int                   registrar;   /* this call registers the region */
-    int                   first_recv, nrecv;   /* its exchange's receives */
+    int                   first_recv, nexch;   /* its exchange: nexch steps from first_recv */
 } ipc_op_t;
 
 /*

@@ -341,7 +341,11 @@ collar_status_t collar_comm_init(int has_device)
     } else {
         probe_comm = MPI_COMM_NULL;
     }
-    learn_nodes(has_device);
+    if (collar_cfg.device != COLLAR_DEVICE_NONE) {
+        /* COLLAR_DEVICE=none (the same on every process): no IPC, no
+         * nodes to know, and nothing for MPI_Init to wait for. */
+        learn_nodes(has_device);
+    }
     return COLLAR_OK;
 }
 

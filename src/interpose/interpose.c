@@ -622,6 +622,7 @@ static int allreduce_run(const collar_allreduce_args_t *a,
     collar_call_t call = {
         .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
         .comm = comm, .in_place = sbuf == MPI_IN_PLACE,
+        .persistent = a->persistent,
     };
     if (collar_call_describe(&call) != COLLAR_OK) {
         return pass_through(a);

@@ -18,6 +18,11 @@
  *             posted), then starts its MPI_Iallreduce.  Again on the used
  *             communicator with `big` elements, again small; the same after
  *             a blocking allreduce, and on MPI_COMM_WORLD.
+ *   persist   two persistent allreduces on MPI_COMM_WORLD built, a
+ *             blocking and a nonblocking allreduce made, then the two
+ *             started in the other order (ipc: a persistent operation
+ *             registers its region at its first start, never one that
+ *             calls before that start would wait for).
  *   many N B  N duplicates of MPI_COMM_WORLD, all alive at once, one
  *             allreduce of 8 ints on each (B = 1: blocking MPI_Allreduce,
  *             0: MPI_Iallreduce + MPI_Wait); then collar_communicators()
@@ -30,6 +35,7 @@
  * Values: element i of rank r is (r + 1) * 1000 + i % 997, ints: the sum
  * is exact.  Run it under `timeout`: a hang is the failure it looks for.
  */
+#include "config.h"
 #include "testutil.h"
 
 #include <dlfcn.h>
@@ -126,7 +132,7 @@ static void orders_round(MPI_Comm c[2], long n, const char *what)
         tu_check_rc(MPI_Iallreduce(b[k].s, b[k].r, (int)n, MPI_INT, MPI_SUM,
                                    c[k], &req[k]), what);
     }
-    tu_check_rc(MPI_Waitall(2, req, MPI_STATUSES_IGNORE), what);
+    tu_check_rc(MPI_Waitall(2, req, tu_statuses_ignore()), what);
     for (int k = 0; k < 2; k++) {
         check_sum(b[k].r, n, c[k], what);
         buf_free(&b[k]);
@@ -264,6 +270,48 @@ static void test_many(int n, int blocking)
     free(c);
 }
 
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+/* Persistent allreduces built, then other calls, then started: P1 and P2
+ * made (each needing a larger IPC region than the one before), a blocking
+ * and a nonblocking allreduce of P2's size made before either starts, then
+ * P2 started before P1. */
+static void test_persist(long big)
+{
+    buf_t p1, p2, a, b;
+    buf_new(&p1, big / 2);
+    buf_new(&p2, big);
+    buf_new(&a, big);
+    buf_new(&b, big);
+    MPI_Request req[2], nb;
+    tu_check_rc(MPI_Allreduce_init(p1.s, p1.r, (int)p1.n, MPI_INT, MPI_SUM,
+                                   MPI_COMM_WORLD, MPI_INFO_NULL, &req[0]),
+                "persistent: init 1");
+    tu_check_rc(MPI_Allreduce_init(p2.s, p2.r, (int)p2.n, MPI_INT, MPI_SUM,
+                                   MPI_COMM_WORLD, MPI_INFO_NULL, &req[1]),
+                "persistent: init 2");
+    tu_check_rc(MPI_Allreduce(a.s, a.r, (int)a.n, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+                "persistent: a blocking allreduce before the starts");
+    check_sum(a.r, a.n, MPI_COMM_WORLD, "persistent: the blocking allreduce");
+    tu_check_rc(MPI_Iallreduce(b.s, b.r, (int)b.n, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+                               &nb), "persistent: a nonblocking allreduce");
+    tu_check_rc(MPI_Wait(&nb, MPI_STATUS_IGNORE), "persistent: its wait");
+    check_sum(b.r, b.n, MPI_COMM_WORLD, "persistent: the nonblocking allreduce");
+    for (int round = 0; round < 3; round++) {
+        tu_check_rc(MPI_Start(&req[1]), "persistent: start 2");
+        tu_check_rc(MPI_Start(&req[0]), "persistent: start 1");
+        tu_check_rc(MPI_Waitall(2, req, tu_statuses_ignore()), "persistent: waitall");
+        check_sum(p1.r, p1.n, MPI_COMM_WORLD, "persistent: 1");
+        check_sum(p2.r, p2.n, MPI_COMM_WORLD, "persistent: 2");
+    }
+    MPI_Request_free(&req[0]);
+    MPI_Request_free(&req[1]);
+    buf_free(&p1);
+    buf_free(&p2);
+    buf_free(&a);
+    buf_free(&b);
+}
+#endif
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -277,10 +325,16 @@ int main(int argc, char **argv)
             tu_skip("sendrecv needs 2 ranks");
         }
         test_sendrecv(big);
+    } else if (strcmp(mode, "persist") == 0) {
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+        test_persist(big);
+#else
+        tu_skip("the MPI library has no persistent collectives");
+#endif
     } else if (strcmp(mode, "many") == 0) {
         test_many(argc > 2 ? atoi(argv[2]) : 100, argc > 3 ? atoi(argv[3]) : 1);
     } else {
-        fprintf(stderr, "usage: test_nbstart orders|sendrecv [BIG] | many N BLOCKING\n");
+        fprintf(stderr, "usage: test_nbstart orders|sendrecv|persist [BIG] | many N BLOCKING\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     const int rc = tu_finish();
