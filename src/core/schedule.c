@@ -428,9 +428,6 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         if (s->comm->coll_turn != s->ticket || t->u.allreduce.ord != s->coll_issued) {
             return COLLAR_INPROGRESS;
         }
-        if (step_comm(s, t) == MPI_COMM_NULL) {
-            return COLLAR_ERR_UNAVAILABLE;   /* no communicator to issue on */
-        }
         if (t->kind == COLLAR_STEP_AGREE) {
             /* Everything this rank's contribution depends on is done. */
             s->agree_in = s->status != COLLAR_OK;
@@ -458,9 +455,6 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         break;   /* call_poll */
     case COLLAR_STEP_ISEND:
     case COLLAR_STEP_IRECV:
-        if (s->comm->private_comm == MPI_COMM_NULL) {
-            return COLLAR_ERR_UNAVAILABLE;
-        }
         if (t->kind == COLLAR_STEP_ISEND) {
             rc = PMPI_Isend(t->u.p2p.buf, t->u.p2p.count, t->u.p2p.dt,
                             t->u.p2p.peer, t->u.p2p.tag, s->comm->private_comm,
