@@ -61,16 +61,22 @@ cudaError_t cudaemu_stream_enqueue(cudaStream_t stream, void (*fn)(void *arg),
 cudaError_t cudaemu_set_error(cudaError_t err);
 
 /*
- * The kernel half: a host build of the kernel whose device-side (mangled)
- * name is `name`.  `args` is cudaLaunchKernel's argument array.  Called on
- * the stream's worker, once per launch, with the launch geometry; returns 0
- * or a cudaError_t to make sticky (an out-of-bounds access is a rule and
- * aborts instead).  The runtime half's __cudaRegisterFunction maps a host
- * stub to its device name; cudaLaunchKernel looks the name up here.
+ * The kernel half: launch the host build of the kernel whose device-side
+ * (mangled) name is `name`, as cudaLaunchKernel (or the <<<>>> syntax,
+ * through __cudaPushCallConfiguration) asked.  The runtime half's
+ * __cudaRegisterFunction maps each host stub to its device name, and its
+ * cudaLaunchKernel resolves the stub and calls this on the launching
+ * thread.  The kernel half checks the launch configuration (documented
+ * limits: block of at most 1024 threads, dimensions, shared memory),
+ * copies the parameters out of `args` (they live on the caller's stack),
+ * checks the pointers it will touch with cudaemu_device_span, and queues
+ * the run with cudaemu_stream_enqueue.  Returns cudaSuccess, or the launch
+ * error (cudaErrorInvalidDeviceFunction for a name without a host build,
+ * cudaErrorInvalidConfiguration, ...), recorded with cudaemu_set_error.
  */
-typedef int (*cudaemu_kernel_fn)(int device, void **args, dim3 grid, dim3 block,
-                                 size_t shared_mem);
-cudaemu_kernel_fn cudaemu_kernel_find(const char *name);
+cudaError_t cudaemu_kernel_launch(const char *name, void **args, dim3 grid,
+                                  dim3 block, size_t shared_mem,
+                                  cudaStream_t stream);
 
 #ifdef __cplusplus
 }
