@@ -135,7 +135,7 @@ collar_status_t collar_algo_hier_build(const collar_call_t *call,
  * Run fn(comm) in the communicator's turn (every operation started before
  * has issued its internal collectives; none started after issues any until
  * fn returns), advancing collar's operations while it waits.  For set-up
- * collectives inside a blocking allreduce (src/interpose/progress.c).
+ * collectives inside a blocking allreduce (src/engine/progress.c).
  */
 typedef collar_status_t (*collar_in_turn_fn_t)(collar_comm_t *comm,
                                                void (*fn)(collar_comm_t *comm));

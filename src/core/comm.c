@@ -14,7 +14,7 @@
  * and one MPI_MIN allreduce of its outcome.  A nonblocking or persistent
  * start on a communicator without one makes none (COLLAR_COMM_LATER): it is
  * staged through host memory on the user's communicator, in the
- * application's own nonblocking collective (src/interpose/colls.c), until a
+ * application's own nonblocking collective (src/engine/colls.c), until a
  * blocking allreduce has made the duplicate.  MPI_Comm_idup would make it
  * at the start without waiting, but Open MPI 4.1 crashes when an idup is in
  * flight while the application creates a communicator of its own (its

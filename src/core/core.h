@@ -6,8 +6,9 @@
  *
  * The core knows MPI (through PMPI_* only) and the reductions layer; device
  * backends (src/mem/) implement the collar_device_t interface of device.h,
- * algorithms (src/algo/) build schedules, and the interposition layer
- * (src/interpose/) ties it all to the exported MPI_* symbols.
+ * algorithms (src/algo/) build schedules, the engine (src/engine/) conducts
+ * each operation over them, and the entry points (src/interpose/) tie it
+ * all to the exported MPI_* symbols.
  */
 #ifndef COLLAR_CORE_H
 #define COLLAR_CORE_H
@@ -333,7 +334,7 @@ int collar_mpi_cuda_aware(void);
 /* -------------------------------------------------------------- selection */
 
 /* Collectives.  Tuning tables and selection know allreduce only; the others
- * are staged through host memory on device buffers (src/interpose/colls.c)
+ * are staged through host memory on device buffers (src/engine/colls.c)
  * and appear in statistics and COLLAR_COLLECTIVES. */
 typedef enum {
     COLLAR_COLL_ALLREDUCE,

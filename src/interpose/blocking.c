@@ -1,38 +1,11 @@
 /*
- * collar - the blocking point-to-point calls, wrapped for progress.
- *
- * Without a progress thread (COLLAR_PROGRESS=auto in a program below
- * MPI_THREAD_MULTIPLE: collar does not raise the thread level, whose locks
- * every MPI call would pay for), collar's operations advance only inside
- * collar's calls.  A rank blocked in MPI_Recv while a peer waits for the
- * rank's next chunk of an MPI_Iallreduce would hang both, against MPI's
- * progress rule.  So while collar has operations outstanding, these calls
- * become their nonblocking form and a loop of collar's progress and the
- * library's test (an MPI_Isend and MPI_Wait are an MPI_Send, MPI-4.0
- * section 3.7.3); with nothing outstanding they are the library's own call
- * after one load.
- *
- * Blocking collectives are not wrapped: a nonblocking collective does not
- * match a blocking one (MPI-4.0 section 6.12), and whether collar has
- * operations outstanding differs between ranks.  They, Fortran's bindings
- * and direct PMPI_ calls keep the rule with the progress thread only.
+ * collar - the blocking point-to-point calls (MPI_Send, MPI_Ssend,
+ * MPI_Rsend, MPI_Recv, MPI_Sendrecv, MPI_Probe, MPI_Mprobe): the library's
+ * own call after one load while collar has nothing outstanding, else a
+ * wait that progresses collar's operations (src/engine/p2p.c says why).
  */
 #include "config.h"
 #include "interpose.h"
-
-typedef int (*isend_fn_t)(const void *, int, MPI_Datatype, int, int, MPI_Comm,
-                          MPI_Request *);
-
-static int send_progress(isend_fn_t start, const void *buf, int count,
-                         MPI_Datatype dtype, int dest, int tag, MPI_Comm comm)
-{
-    MPI_Request request;
-    const int rc = start(buf, count, dtype, dest, tag, comm, &request);
-    if (rc != MPI_SUCCESS) {
-        return rc;
-    }
-    return collar_wait_progress(&request, MPI_STATUS_IGNORE);
-}
 
 COLLAR_EXPORT int MPI_Send(const void *buf, int count, MPI_Datatype dtype,
                            int dest, int tag, MPI_Comm comm)
@@ -40,7 +13,7 @@ COLLAR_EXPORT int MPI_Send(const void *buf, int count, MPI_Datatype dtype,
     if (!collar_progress_in_calls()) {
         return PMPI_Send(buf, count, dtype, dest, tag, comm);
     }
-    return send_progress(PMPI_Isend, buf, count, dtype, dest, tag, comm);
+    return collar_send_progress(PMPI_Isend, buf, count, dtype, dest, tag, comm);
 }
 
 COLLAR_EXPORT int MPI_Ssend(const void *buf, int count, MPI_Datatype dtype,
@@ -49,7 +22,7 @@ COLLAR_EXPORT int MPI_Ssend(const void *buf, int count, MPI_Datatype dtype,
     if (!collar_progress_in_calls()) {
         return PMPI_Ssend(buf, count, dtype, dest, tag, comm);
     }
-    return send_progress(PMPI_Issend, buf, count, dtype, dest, tag, comm);
+    return collar_send_progress(PMPI_Issend, buf, count, dtype, dest, tag, comm);
 }
 
 COLLAR_EXPORT int MPI_Rsend(const void *buf, int count, MPI_Datatype dtype,
@@ -58,7 +31,7 @@ COLLAR_EXPORT int MPI_Rsend(const void *buf, int count, MPI_Datatype dtype,
     if (!collar_progress_in_calls()) {
         return PMPI_Rsend(buf, count, dtype, dest, tag, comm);
     }
-    return send_progress(PMPI_Irsend, buf, count, dtype, dest, tag, comm);
+    return collar_send_progress(PMPI_Irsend, buf, count, dtype, dest, tag, comm);
 }
 
 COLLAR_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dtype,
@@ -68,12 +41,7 @@ COLLAR_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dtype,
     if (!collar_progress_in_calls()) {
         return PMPI_Recv(buf, count, dtype, source, tag, comm, status);
     }
-    MPI_Request request;
-    const int rc = PMPI_Irecv(buf, count, dtype, source, tag, comm, &request);
-    if (rc != MPI_SUCCESS) {
-        return rc;
-    }
-    return collar_wait_progress(&request, status);
+    return collar_recv_progress(buf, count, dtype, source, tag, comm, status);
 }
 
 COLLAR_EXPORT int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype,
@@ -85,51 +53,18 @@ COLLAR_EXPORT int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype,
         return PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount,
                              rtype, source, rtag, comm, status);
     }
-    MPI_Request recv, send;
-    int rc = PMPI_Irecv(rbuf, rcount, rtype, source, rtag, comm, &recv);
-    if (rc != MPI_SUCCESS) {
-        return rc;
-    }
-    rc = PMPI_Isend(sbuf, scount, stype, dest, stag, comm, &send);
-    if (rc != MPI_SUCCESS) {
-        /* The receive must not outlive the call. */
-        PMPI_Cancel(&recv);
-        PMPI_Wait(&recv, MPI_STATUS_IGNORE);
-        return rc;
-    }
-    rc = collar_wait_progress(&recv, status);
-    const int send_rc = collar_wait_progress(&send, MPI_STATUS_IGNORE);
-    return rc != MPI_SUCCESS ? rc : send_rc;
+    return collar_sendrecv_progress(sbuf, scount, stype, dest, stag, rbuf,
+                                    rcount, rtype, source, rtag, comm, status);
 }
 
 COLLAR_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm,
                             MPI_Status *status)
 {
-    unsigned spins = 0;
-    while (collar_progress_in_calls()) {
-        collar_progress_all();
-        int flag = 0;
-        const int rc = PMPI_Iprobe(source, tag, comm, &flag, status);
-        if (rc != MPI_SUCCESS || flag) {
-            return rc;
-        }
-        collar_wait_pause(&spins);
-    }
-    return PMPI_Probe(source, tag, comm, status);
+    return collar_probe_progress(source, tag, comm, status);
 }
 
 COLLAR_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm,
                              MPI_Message *message, MPI_Status *status)
 {
-    unsigned spins = 0;
-    while (collar_progress_in_calls()) {
-        collar_progress_all();
-        int flag = 0;
-        const int rc = PMPI_Improbe(source, tag, comm, &flag, message, status);
-        if (rc != MPI_SUCCESS || flag) {
-            return rc;
-        }
-        collar_wait_pause(&spins);
-    }
-    return PMPI_Mprobe(source, tag, comm, message, status);
+    return collar_mprobe_progress(source, tag, comm, message, status);
 }

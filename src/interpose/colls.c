@@ -1,1334 +1,234 @@
 /*
- * collar - device buffers in the blocking collectives other than allreduce.
- *
+ * collar - the entry points of the collectives other than allreduce:
  * MPI_Bcast, MPI_Allgather(v), MPI_Alltoall(v), MPI_Reduce_scatter(_block),
- * MPI_Reduce, MPI_Gather(v) and MPI_Scatter(v) on device memory, over an MPI
- * library that does not take device pointers: every buffer of the call that
- * lives on the device is staged through pinned host memory, and the MPI
- * library does the whole collective (the arithmetic of the reductions too)
- * on the host copies.
- *
- *   copy in   device -> host, for what the call reads: send buffers, and a
- *             receive buffer that is also read (MPI_IN_PLACE) or that has
- *             gaps the call must leave as they are (a datatype with holes,
- *             displacements with room between them)
- *   PMPI_X    on the host copies, pointers shifted into them
- *   copy out  host -> device, for the receive buffer
- *
- * A copy moves the byte span the buffer's (datatype, counts, displacements)
- * touch: [true_lb + lowest offset, true_lb + highest offset + true_extent).
- * Only the buffers significant on this rank count (root-only arguments,
- * MPI_IN_PLACE, zero counts); host buffers go to the MPI library as they are.
- *
- * Fast path: a bit per collective in `colls_on`, set at MPI_Init only when
- * there is something to do (a device backend, an MPI library that does not
- * take device pointers, the collective in COLLAR_COLLECTIVES; or statistics
- * on): otherwise the wrapper is one test and the PMPI call.
- *
- * A failure of collar's own (no staging memory, a failed copy) must not
- * leave the other ranks waiting in the collective: the rank still enters it
- * with its host copy (zeroed when the copy into it failed, a plain heap
- * buffer when no staging memory could be had), leaves its receive buffer as
- * it was, and then reports MPI_ERR_OTHER through the communicator's error
- * handler.  What the other ranks received from it is undefined and they are
- * not told.  Only when not even a heap buffer can be had does the rank
- * return without entering the collective.
+ * MPI_Reduce, MPI_Gather(v) and MPI_Scatter(v), in their blocking,
+ * nonblocking (MPI_I...), persistent (..._init) and large-count (_c)
+ * bindings.  Each goes straight to the MPI library unless collar has
+ * something to do for that collective (collar_coll_wanted: device buffers
+ * to stage, calls to count), else describes its call and hands it to the
+ * engine (src/engine/colls.c), which stages the device buffers and makes
+ * the MPI library's call on the host copies.
  */
 #include "config.h"
 #include "interpose.h"
 
-#include <sched.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define COLL_BIT(c) (1u << (c))
-
-/* Collectives whose wrapper does more than the PMPI call. */
-static unsigned colls_on;
-/* Collectives whose device buffers are staged. */
-static unsigned colls_stage;
-static const collar_device_t *colls_dev = &collar_device_none;
-/* The backend's host ranges (NULL: none): a call whose buffers are all in
- * them stages nothing, which op_enter knows without asking the MPI library
- * about the call. */
-static collar_ranges_t *colls_host;
-
-void collar_colls_start(const collar_device_t *dev, int mpi_cuda_aware)
-{
-    colls_dev = dev;
-    colls_host = collar_mem_host_ranges();
-    colls_stage = 0;
-    if (dev != &collar_device_none && !mpi_cuda_aware) {
-        /* collar_colls_allreduce's (no wrapper of colls.c calls it). */
-        colls_stage |= COLL_BIT(COLLAR_COLL_ALLREDUCE);
-        for (int c = COLLAR_COLL_BCAST; c < COLLAR_COLL_COUNT; c++) {
-            if (collar_cfg.collectives & (1u << (c - COLLAR_COLL_BCAST))) {
-                colls_stage |= COLL_BIT(c);
-            }
-        }
-    }
-    colls_on = colls_stage;
-    if (collar_stats_on) {
-        /* Every call is counted, staged or not. */
-        for (int c = COLLAR_COLL_BCAST; c < COLLAR_COLL_COUNT; c++) {
-            colls_on |= COLL_BIT(c);
-        }
-    }
-}
-
-void collar_colls_stop(void)
-{
-    colls_on = 0;
-    colls_stage = 0;
-    colls_host = NULL;
-}
-
-/* ------------------------------------------------------------- spans */
-
-/* One buffer of a call on this rank. */
-typedef struct {
-    const void *user;     /* the user's buffer */
-    MPI_Aint    lo;       /* bytes touched: [user + lo, user + lo + len) */
-    size_t      len;
-    int         dense;    /* every byte of the span is data (no gaps) */
-    int         recv;     /* written by the call: copied out after it */
-    int         read;     /* read by the call: copied in before it */
-    char       *host;     /* the staging copy, NULL when not staged */
-    size_t      host_len;
-    int         pooled;   /* from the staging pool (else the heap) */
-    collar_event_t ev;
-    int         copying;  /* ev is outstanding */
-} colls_buf_t;
-
-/* One call: its buffers on this rank and what is known of it. */
-typedef struct {
-    collar_coll_t coll;
-    MPI_Comm      comm;
-    int           rank, size;
-    colls_buf_t   buf[2];
-    int           nbuf;
-    size_t        bytes;   /* for statistics: this rank's contribution */
-    collar_mem_kind_t mem; /* device when any buffer is */
-    int           staged;
-    collar_status_t failed;  /* collar's own failure, reported after */
-} colls_call_t;
-
-/*
- * The arguments of one call, whatever its binding: counts widened to
- * MPI_Count; count and displacement arrays are read through `large` (the
- * _c forms pass MPI_Count counts and MPI_Aint displacements, the others
- * int).  Reductions (reduce, reduce_scatter, reduce_scatter_block) use
- * sdt = rdt and rcount / rcounts for their counts.
- */
-typedef struct {
-    collar_coll_t coll;
-    const void   *sbuf;
-    void         *rbuf;
-    MPI_Count     scount, rcount;
-    const void   *scounts, *sdispls, *rcounts, *rdispls;
-    int           large;
-    MPI_Datatype  sdt, rdt;
-    int           root;
-    MPI_Comm      comm;
-} colls_args_t;
-
-static MPI_Count count_at(const void *counts, int large, int i)
-{
-    return large ? ((const MPI_Count *)counts)[i] : ((const int *)counts)[i];
-}
-
-static MPI_Aint displ_at(const void *displs, int large, int i)
-{
-    return large ? ((const MPI_Aint *)displs)[i] : ((const int *)displs)[i];
-}
-
-/*
- * The span of `n` blocks of `dt`: block i has counts[i] elements (count when
- * counts is NULL) at displs[i] extents from the buffer (i * count when
- * displs is NULL).  COLLAR_ERR_INVALID when the MPI library would reject
- * the arguments (it is then left to report them).
- */
-static collar_status_t span_blocks(MPI_Datatype dt, int n, MPI_Count count,
-                                   const void *counts, const void *displs,
-                                   int large, colls_buf_t *b)
-{
-    MPI_Aint lb, extent, true_lb, true_extent;
-    MPI_Count size;
-    if (dt == MPI_DATATYPE_NULL || PMPI_Type_size_x(dt, &size) != MPI_SUCCESS
-        || PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS
-        || PMPI_Type_get_true_extent(dt, &true_lb, &true_extent) != MPI_SUCCESS
-        || (n > 0 && counts == NULL && count < 0)) {
-        return COLLAR_ERR_INVALID;
-    }
-    MPI_Aint lo = 0, hi = 0;
-    size_t total = 0;
-    int any = 0;
-    for (int i = 0; i < n; i++) {
-        const MPI_Count c = counts != NULL ? count_at(counts, large, i) : count;
-        if (c < 0) {
-            return COLLAR_ERR_INVALID;
-        }
-        if (c == 0) {
-            continue;
-        }
-        const MPI_Aint d = (displs != NULL ? displ_at(displs, large, i)
-                                           : (MPI_Aint)i * (MPI_Aint)count) * extent;
-        /* Element j of the block occupies [d + j*extent + true_lb, ... +
-         * true_extent); extents may be negative. */
-        const MPI_Aint last = (MPI_Aint)(c - 1) * extent;
-        const MPI_Aint blo = d + true_lb + (last < 0 ? last : 0);
-        const MPI_Aint bhi = d + true_lb + true_extent + (last > 0 ? last : 0);
-        if (!any || blo < lo) {
-            lo = blo;
-        }
-        if (!any || bhi > hi) {
-            hi = bhi;
-        }
-        any = 1;
-        total += (size_t)c * (size_t)size;
-    }
-    if (!any || total == 0) {
-        b->lo = 0;
-        b->len = 0;
-        b->dense = 1;
-        return COLLAR_OK;
-    }
-    b->lo = lo;
-    b->len = (size_t)(hi - lo);
-    b->dense = b->len == total;
-    return COLLAR_OK;
-}
-
-/* Add a buffer to the call: `recv` it is written, `read` it is read. */
-static int add_buf(colls_call_t *cc, const void *user, int recv, int read,
-                   MPI_Datatype dt, int n, MPI_Count count, const void *counts,
-                   const void *displs, int large)
-{
-    colls_buf_t *b = &cc->buf[cc->nbuf];
-    *b = (colls_buf_t){ .user = user, .recv = recv, .read = read };
-    if (span_blocks(dt, n, count, counts, displs, large, b) != COLLAR_OK) {
-        return 0;
-    }
-    if (b->len != 0 && user != MPI_BOTTOM && user != MPI_IN_PLACE) {
-        cc->nbuf++;
-    }
-    return 1;
-}
-
-static size_t type_bytes(MPI_Datatype dt, MPI_Count count)
-{
-    MPI_Count size = 0;
-    if (count <= 0 || PMPI_Type_size_x(dt, &size) != MPI_SUCCESS || size < 0) {
-        return 0;
-    }
-    return (size_t)count * (size_t)size;
-}
-
-static MPI_Count sum_counts(const void *counts, int large, int n)
-{
-    MPI_Count s = 0;
-    for (int i = 0; i < n; i++) {
-        s += count_at(counts, large, i);
-    }
-    return s;
-}
-
-/*
- * The one description of every collective: which buffers are significant on
- * this rank, what the call reads and writes of them, how counts and
- * displacements span them, and this rank's contribution in bytes.  0 when
- * the arguments are not understood (the MPI library gets them as they are
- * and reports them).
- */
-static int describe(colls_call_t *cc, const colls_args_t *a)
-{
-    const int rank = cc->rank, size = cc->size, root = a->root;
-    const int in_place = a->sbuf == MPI_IN_PLACE;
-    const int L = a->large;
-    switch (a->coll) {
-    case COLLAR_COLL_BCAST:
-        cc->bytes = type_bytes(a->rdt, a->rcount);
-        return root >= 0 && root < size
-               && add_buf(cc, a->rbuf, rank != root, rank == root, a->rdt, 1,
-                          a->rcount, NULL, NULL, L);
-    case COLLAR_COLL_ALLGATHER:
-        cc->bytes = in_place ? type_bytes(a->rdt, a->rcount)
-                             : type_bytes(a->sdt, a->scount);
-        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, 1, a->scount,
-                                    NULL, NULL, L))
-               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, size, a->rcount,
-                          NULL, NULL, L);
-    case COLLAR_COLL_ALLGATHERV:
-        if (a->rcounts == NULL || a->rdispls == NULL) {
-            return 0;
-        }
-        cc->bytes = in_place ? type_bytes(a->rdt, count_at(a->rcounts, L, rank))
-                             : type_bytes(a->sdt, a->scount);
-        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, 1, a->scount,
-                                    NULL, NULL, L))
-               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, size, 0,
-                          a->rcounts, a->rdispls, L);
-    case COLLAR_COLL_ALLTOALL:
-        cc->bytes = in_place ? type_bytes(a->rdt, a->rcount * size)
-                             : type_bytes(a->sdt, a->scount * size);
-        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, size, a->scount,
-                                    NULL, NULL, L))
-               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, size, a->rcount,
-                          NULL, NULL, L);
-    case COLLAR_COLL_ALLTOALLV:
-        if (a->rcounts == NULL || a->rdispls == NULL
-            || (!in_place && (a->scounts == NULL || a->sdispls == NULL))) {
-            return 0;
-        }
-        cc->bytes = in_place ? type_bytes(a->rdt, sum_counts(a->rcounts, L, size))
-                             : type_bytes(a->sdt, sum_counts(a->scounts, L, size));
-        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, size, 0,
-                                    a->scounts, a->sdispls, L))
-               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, size, 0,
-                          a->rcounts, a->rdispls, L);
-    case COLLAR_COLL_REDUCE_SCATTER: {
-        if (a->rcounts == NULL) {
-            return 0;
-        }
-        const MPI_Count total = sum_counts(a->rcounts, L, size);
-        cc->bytes = type_bytes(a->rdt, total);
-        /* In place, the receive buffer holds the whole input. */
-        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->rdt, 1, total, NULL,
-                                    NULL, L))
-               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, 1,
-                          in_place ? total : count_at(a->rcounts, L, rank),
-                          NULL, NULL, L);
-    }
-    case COLLAR_COLL_REDUCE_SCATTER_BLOCK:
-        cc->bytes = type_bytes(a->rdt, a->rcount * size);
-        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->rdt, size, a->rcount,
-                                    NULL, NULL, L))
-               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, in_place ? size : 1,
-                          a->rcount, NULL, NULL, L);
-    case COLLAR_COLL_ALLREDUCE:
-        /* collar_colls_allreduce: a reduction with every rank its root. */
-        cc->bytes = type_bytes(a->rdt, a->rcount);
-        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->rdt, 1, a->rcount,
-                                    NULL, NULL, L))
-               && add_buf(cc, a->rbuf, 1, in_place, a->rdt, 1, a->rcount,
-                          NULL, NULL, L);
-    case COLLAR_COLL_REDUCE:
-        cc->bytes = type_bytes(a->rdt, a->rcount);
-        /* The receive buffer matters at the root only. */
-        return root >= 0 && root < size
-               && (in_place || add_buf(cc, a->sbuf, 0, 1, a->rdt, 1, a->rcount,
-                                       NULL, NULL, L))
-               && (rank != root || add_buf(cc, a->rbuf, 1, in_place, a->rdt, 1,
-                                           a->rcount, NULL, NULL, L));
-    case COLLAR_COLL_GATHER:
-        cc->bytes = in_place ? type_bytes(a->rdt, a->rcount)
-                             : type_bytes(a->sdt, a->scount);
-        return root >= 0 && root < size
-               && (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, 1, a->scount,
-                                       NULL, NULL, L))
-               && (rank != root || add_buf(cc, a->rbuf, 1, in_place, a->rdt,
-                                           size, a->rcount, NULL, NULL, L));
-    case COLLAR_COLL_GATHERV:
-        if (root < 0 || root >= size
-            || (rank == root && (a->rcounts == NULL || a->rdispls == NULL))) {
-            return 0;
-        }
-        cc->bytes = in_place ? type_bytes(a->rdt, count_at(a->rcounts, L, rank))
-                             : type_bytes(a->sdt, a->scount);
-        return (in_place || add_buf(cc, a->sbuf, 0, 1, a->sdt, 1, a->scount,
-                                    NULL, NULL, L))
-               && (rank != root || add_buf(cc, a->rbuf, 1, in_place, a->rdt,
-                                           size, 0, a->rcounts, a->rdispls, L));
-    case COLLAR_COLL_SCATTER: {
-        const int r_in_place = a->rbuf == MPI_IN_PLACE;
-        cc->bytes = r_in_place ? type_bytes(a->sdt, a->scount)
-                               : type_bytes(a->rdt, a->rcount);
-        return root >= 0 && root < size
-               && (rank != root || add_buf(cc, a->sbuf, 0, 1, a->sdt, size,
-                                           a->scount, NULL, NULL, L))
-               && (r_in_place || add_buf(cc, a->rbuf, 1, 0, a->rdt, 1, a->rcount,
-                                         NULL, NULL, L));
-    }
-    case COLLAR_COLL_SCATTERV: {
-        const int r_in_place = a->rbuf == MPI_IN_PLACE;
-        if (root < 0 || root >= size
-            || (rank == root && (a->scounts == NULL || a->sdispls == NULL))) {
-            return 0;
-        }
-        cc->bytes = r_in_place ? type_bytes(a->sdt, count_at(a->scounts, L, rank))
-                               : type_bytes(a->rdt, a->rcount);
-        return (rank != root || add_buf(cc, a->sbuf, 0, 1, a->sdt, size, 0,
-                                        a->scounts, a->sdispls, L))
-               && (r_in_place || add_buf(cc, a->rbuf, 1, 0, a->rdt, 1, a->rcount,
-                                         NULL, NULL, L));
-    }
-    default:
-        return 0;
-    }
-}
-
-/* ------------------------------------------------------------- staging */
-
-static collar_status_t wait_event(const collar_device_t *dev, collar_event_t *ev)
-{
-    unsigned spins = 0;
-    for (;;) {
-        collar_status_t st = dev->event_query(ev);
-        if (st != COLLAR_INPROGRESS) {
-            return st;
-        }
-        if (++spins > 64) {
-            sched_yield();
-        }
-    }
-}
-
-/* Queue the copy of every buffer for which `want` holds, then wait for all
- * of them; the first failure is returned (every copy is waited for). */
-static collar_status_t copy_all(colls_call_t *cc, int out)
-{
-    const collar_device_t *dev = colls_dev;
-    collar_status_t first = COLLAR_OK;
-    for (int i = 0; i < cc->nbuf; i++) {
-        colls_buf_t *b = &cc->buf[i];
-        int want = out ? b->recv : (b->read || !b->dense);
-        if (b->host == NULL || !want) {
-            continue;
-        }
-        char *user = (char *)b->user + b->lo;
-        collar_status_t st = out
-            ? dev->copy_async(user, b->host, b->len, 0, &b->ev)
-            : dev->copy_async(b->host, user, b->len, 0, &b->ev);
-        if (st == COLLAR_OK) {
-            b->copying = 1;
-        } else if (first == COLLAR_OK) {
-            first = st;
-        }
-    }
-    for (int i = 0; i < cc->nbuf; i++) {
-        colls_buf_t *b = &cc->buf[i];
-        if (!b->copying) {
-            continue;
-        }
-        b->copying = 0;
-        collar_status_t st = wait_event(dev, &b->ev);
-        if (st != COLLAR_OK && first == COLLAR_OK) {
-            first = st;
-        }
-        if (st != COLLAR_OK && !out) {
-            /* What reached the host copy is unknown: send zeros. */
-            memset(b->host, 0, b->len);
-        }
-    }
-    return first;
-}
-
-/* Say once per collective, the first time it is staged, what happens. */
-static void log_staged(const colls_call_t *cc)
-{
-    if (!collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL)) {
-        return;
-    }
-    char once[64];
-    snprintf(once, sizeof(once), "colls staged %d", (int)cc->coll);
-    /* From rank 0 of the communicator (all ranks stage alike), or from
-     * every rank at debug level. */
-    if (!collar_log_first(once)
-        || (cc->rank != 0 && !collar_log_enabled(COLLAR_LOG_DEBUG, COLLAR_SUB_COLL))) {
-        return;
-    }
-    collar_info(COLL, "%s %d ranks device: staged through host memory (the MPI "
-                "library does not take device pointers)",
-                collar_coll_name(cc->coll), cc->size);
-}
-
-/*
- * Classify the buffers; when the collective is staged and a buffer is on
- * the device, allocate its host copy (cc->staged: the MPI call takes host
- * pointers, host_ptr).  cc->failed holds collar's failure, reported after
- * the collective.  COLLAR_ERR_NO_MEMORY: not even a heap buffer; the caller
- * returns without the collective.
- */
-static collar_status_t stage_alloc(colls_call_t *cc)
-{
-    int ndev = 0;
-    for (int i = 0; i < cc->nbuf; i++) {
-        collar_mem_kind_t kind = COLLAR_MEM_HOST;
-        if (collar_mem_classify(colls_dev, (const char *)cc->buf[i].user + cc->buf[i].lo,
-                                &kind) != COLLAR_OK) {
-            kind = COLLAR_MEM_HOST;
-        }
-        if (kind != COLLAR_MEM_HOST) {
-            cc->mem = COLLAR_MEM_DEVICE;
-            ndev++;
-        } else {
-            cc->buf[i].len = 0;   /* not staged */
-        }
-    }
-    if (ndev == 0 || !(colls_stage & COLL_BIT(cc->coll))) {
-        return COLLAR_OK;
-    }
-    log_staged(cc);
-    cc->staged = 1;
-    for (int i = 0; i < cc->nbuf; i++) {
-        colls_buf_t *b = &cc->buf[i];
-        if (b->len == 0) {
-            continue;
-        }
-        void *p = NULL;
-        collar_status_t st = cc->failed == COLLAR_OK
-                             ? collar_pool_get(colls_dev, b->len, &p)
-                             : COLLAR_ERR_NO_MEMORY;
-        if (st == COLLAR_OK) {
-            b->pooled = 1;
-        } else {
-            if (cc->failed == COLLAR_OK) {
-                cc->failed = st;
-            }
-            /* Enough to take part in the collective. */
-            p = calloc(1, b->len);
-            if (p == NULL) {
-                return COLLAR_ERR_NO_MEMORY;
-            }
-        }
-        b->host = p;
-        b->host_len = b->len;
-    }
-    return COLLAR_OK;
-}
-
-/* Copy in what the call reads (after the caller's device work). */
-static void stage_copy_in(colls_call_t *cc)
-{
-    if (!cc->staged || cc->failed != COLLAR_OK) {
-        return;
-    }
-    collar_status_t st = colls_dev->order_after_caller();
-    if (st == COLLAR_OK) {
-        st = copy_all(cc, 0);
-    }
-    if (st != COLLAR_OK) {
-        cc->failed = st;
-    }
-}
-
-/* The pointer MPI gets for the user's buffer `user`. */
-static void *host_ptr(const colls_call_t *cc, const void *user)
-{
-    if (!cc->staged || user == MPI_IN_PLACE || user == MPI_BOTTOM) {
-        return (void *)user;
-    }
-    for (int i = 0; i < cc->nbuf; i++) {
-        const colls_buf_t *b = &cc->buf[i];
-        if (b->user == user && b->host != NULL) {
-            return b->host - b->lo;
-        }
-    }
-    return (void *)user;
-}
-
-static void release(colls_call_t *cc)
-{
-    for (int i = 0; i < cc->nbuf; i++) {
-        colls_buf_t *b = &cc->buf[i];
-        if (b->host == NULL) {
-            continue;
-        }
-        if (b->pooled) {
-            collar_pool_put(colls_dev, b->host, b->host_len);
-        } else {
-            free(b->host);
-        }
-        b->host = NULL;
-    }
-}
-
-/*
- * After the collective: copy the receive buffer back, free, report.  `rc`
- * is what the MPI library returned: an error of its own is returned as it
- * is (the library has called the error handler); else a failure of
- * collar's goes through the communicator's error handler.
- */
-static int stage_out(colls_call_t *cc, int rc)
-{
-    if (!cc->staged) {
-        return rc;
-    }
-    if (rc == MPI_SUCCESS && cc->failed == COLLAR_OK) {
-        cc->failed = copy_all(cc, 1);
-    }
-    release(cc);
-    if (rc != MPI_SUCCESS) {
-        return rc;
-    }
-    if (cc->failed != COLLAR_OK) {
-        collar_error(COLL, "cannot stage %s through host memory: %s",
-                     collar_coll_name(cc->coll), collar_status_string(cc->failed));
-        PMPI_Comm_call_errhandler(cc->comm, MPI_ERR_OTHER);
-        return MPI_ERR_OTHER;
-    }
-    return MPI_SUCCESS;
-}
-
-
-/* ------------------------------------------------------------- engine */
-
-/*
- * One operation: the call's description, its statistics, the pointers the
- * MPI library gets (host copies or the user's buffers), and, for the
- * nonblocking and persistent forms, the library's request on the host
- * copies and the schedule that copies the result back when it completes.
- */
-typedef struct {
-    colls_call_t        cc;
-    double              t0;
-    collar_stats_call_t stat;
-    void               *s, *r;     /* what the MPI call gets */
-    MPI_Request         inner;     /* the library's request */
-    /* An allreduce (collar_colls_allreduce): "this rank failed", MPI_MAX
-     * over the ranks, issued right after the data's collective, so that no
-     * rank takes a result built on a failed rank's zeros for good. */
-    int                 agree;
-    int                 agree_in, agree_out;
-    MPI_Request         agree_req;
-    collar_sched_t     *sched;
-    collar_persist_t    persist;
-    collar_status_t     init_failed;  /* persistent: staging failed at init */
-} colls_op_t;
-
-/* Schedules of staged collectives have no internal traffic: they take no
- * tags and no turn, only a state to be created on (never freed: its one
- * reference is its own). */
-static collar_comm_t colls_comm = { .private_comm = MPI_COMM_NULL, .refs = 1 };
-
-/*
- * Describe the call, allocate host copies for its device buffers and, when
- * `copy_in`, fill them.  MPI_SUCCESS: op->s and op->r are what the MPI call
- * gets; else the error to return without the collective (no memory at all,
- * reported through the communicator's error handler).
- */
-static int op_enter(colls_op_t *op, const colls_args_t *a, int copy_in)
-{
-    colls_call_t *cc = &op->cc;
-    *cc = (colls_call_t){ .coll = a->coll, .comm = a->comm, .mem = COLLAR_MEM_HOST };
-    op->s = (void *)a->sbuf;
-    op->r = a->rbuf;
-    op->inner = MPI_REQUEST_NULL;
-    if (collar_stats_on) {
-        op->stat = (collar_stats_call_t){ .coll = a->coll, .alg = COLLAR_ALG_NATIVE };
-        /* Frames inside libcollar.so are skipped: the wrapper's caller. */
-        op->stat.npcs = collar_stats_callsite(op->stat.pcs, COLLAR_STATS_MAX_DEPTH, 1);
-        op->t0 = PMPI_Wtime();
-    }
-    if (!collar_stats_on && colls_host != NULL) {
-        /* Every buffer given (MPI_IN_PLACE aside) in the host ranges: no
-         * significant buffer is device memory, nothing is staged, and the
-         * MPI library gets the call as it is, as the full way below would
-         * find, without the questions about the communicator and the
-         * types. */
-        const void *s = a->coll == COLLAR_COLL_BCAST || a->sbuf == MPI_IN_PLACE
-                        ? a->rbuf : a->sbuf;
-        const void *r = a->rbuf == MPI_IN_PLACE ? s : a->rbuf;
-        if (collar_mem_known_host(colls_host, s, r)) {
-            return MPI_SUCCESS;
-        }
-    }
-    int inter = 0;
-    if (a->comm == MPI_COMM_NULL || PMPI_Comm_test_inter(a->comm, &inter) != MPI_SUCCESS
-        || inter || PMPI_Comm_rank(a->comm, &cc->rank) != MPI_SUCCESS
-        || PMPI_Comm_size(a->comm, &cc->size) != MPI_SUCCESS || !describe(cc, a)) {
-        /* Not understood: the MPI library gets the call as it is. */
-        cc->nbuf = 0;
-        cc->bytes = 0;
-        return MPI_SUCCESS;
-    }
-    if (stage_alloc(cc) != COLLAR_OK) {
-        collar_error(COLL, "cannot stage %s: no host memory for %zu bytes",
-                     collar_coll_name(cc->coll), cc->buf[0].len + cc->buf[1].len);
-        release(cc);
-        PMPI_Comm_call_errhandler(cc->comm, MPI_ERR_OTHER);
-        return MPI_ERR_OTHER;
-    }
-    if (copy_in) {
-        stage_copy_in(cc);
-    }
-    op->s = host_ptr(cc, a->sbuf);
-    op->r = host_ptr(cc, a->rbuf);
-    return MPI_SUCCESS;
-}
-
-static void op_record(colls_op_t *op, double seconds)
-{
-    if (!collar_stats_on) {
-        return;
-    }
-    op->stat.alg = op->cc.staged ? COLLAR_ALG_STAGED : COLLAR_ALG_NATIVE;
-    op->stat.mem = op->cc.mem;
-    op->stat.bytes = op->cc.bytes;
-    op->stat.seconds = seconds;
-    collar_stats_record(&op->stat);
-}
-
-/* The blocking form, after the collective returned `rc`: stage back,
- * count, return what the wrapper returns. */
-static int op_leave(colls_op_t *op, int rc)
-{
-    rc = stage_out(&op->cc, rc);
-    if (rc == MPI_SUCCESS) {
-        op_record(op, collar_stats_on ? PMPI_Wtime() - op->t0 : 0.0);
-    }
-    return rc;
-}
-
-static void op_free(collar_sched_t *s)
-{
-    colls_op_t *op = s->cleanup_arg;
-    release(&op->cc);
-    free(op);
-}
-
-/* After the agreement of a staged allreduce: another rank failed. */
-static collar_status_t agree_check(collar_sched_t *s, void *arg)
-{
-    const colls_op_t *op = arg;
-    if (op->agree_out && !op->agree_in && s->status == COLLAR_OK) {
-        collar_error(COLL, "a staged allreduce failed on another rank; its "
-                     "result here is not complete");
-        collar_sched_fail(s, COLLAR_ERR_MPI);
-    }
-    return COLLAR_OK;
-}
-
-/*
- * The schedule run when the library's request on the host copies is
- * complete: copy every receive buffer back.  A failure of collar's own
- * before the collective drains it (the copies are skipped) and becomes the
- * operation's error.
- */
-static collar_status_t op_schedule(colls_op_t *op)
-{
-    collar_sched_t *s = NULL;
-    COLLAR_CHECK(collar_sched_create(&colls_comm, colls_dev, &s));
-    collar_step_t wait = { .kind = COLLAR_STEP_REQUEST, .u.request.req = &op->inner };
-    int w = 0;
-    collar_status_t st = collar_sched_add(s, &wait, &w);
-    if (st == COLLAR_OK && op->agree) {
-        /* The copies back wait for the agreement too; a rank that learns
-         * of another's failure fails (agree_check). */
-        collar_step_t agree = { .kind = COLLAR_STEP_REQUEST,
-                                .u.request.req = &op->agree_req };
-        int a = 0;
-        st = collar_sched_add(s, &agree, &a);
-        collar_step_t check = { .kind = COLLAR_STEP_CALL, .ndeps = 2,
-                                .deps = { w, a } };
-        check.u.call.fn = agree_check;
-        check.u.call.arg = op;
-        if (st == COLLAR_OK) {
-            st = collar_sched_add(s, &check, &w);
-        }
-    }
-    for (int i = 0; i < op->cc.nbuf && st == COLLAR_OK; i++) {
-        const colls_buf_t *b = &op->cc.buf[i];
-        if (b->host == NULL || !b->recv) {
-            continue;
-        }
-        collar_step_t out = {
-            .kind = COLLAR_STEP_COPY, .ndeps = 1, .deps = { w },
-            .u.copy = { .dst = (char *)b->user + b->lo, .src = b->host,
-                        .bytes = b->len, .stream = 0 },
-        };
-        st = collar_sched_add(s, &out, NULL);
-    }
-    if (st != COLLAR_OK) {
-        collar_sched_destroy(s);
-        return st;
-    }
-    op->sched = s;
-    return COLLAR_OK;
-}
-
-/* Start the schedule of a nonblocking or persistent operation. */
-static void op_start_schedule(colls_op_t *op)
-{
-    collar_sched_t *s = op->sched;
-    if (op->cc.failed != COLLAR_OK) {
-        collar_sched_fail(s, op->cc.failed);
-    }
-    s->stats_on = collar_stats_on;
-    if (collar_stats_on) {
-        op->stat.alg = COLLAR_ALG_STAGED;
-        op->stat.mem = op->cc.mem;
-        op->stat.bytes = op->cc.bytes;
-        s->stats = op->stat;
-        s->stats_t0 = op->t0;
-    }
-    collar_sched_start(s);
-}
-
-/*
- * The nonblocking form: op_enter has copied in, the library's nonblocking
- * collective on the host copies returned `rc` and op->inner.  Not staged:
- * the application gets the library's request.  Staged: a generalized
- * request, completed when the copies back are done.
- */
-static int op_istart(colls_op_t *op, int rc, MPI_Request *request)
-{
-    if (rc != MPI_SUCCESS || !op->cc.staged) {
-        if (rc == MPI_SUCCESS) {
-            *request = op->inner;
-            /* For a nonblocking call: the time to start it (docs/stats.md). */
-            op_record(op, collar_stats_on ? PMPI_Wtime() - op->t0 : 0.0);
-        }
-        release(&op->cc);
-        free(op);
-        return rc;
-    }
-    collar_status_t st = op_schedule(op);
-    if (st != COLLAR_OK) {
-        /* The collective is issued: let the library finish it and stage
-         * back by hand, so the peers are not left waiting; the operation
-         * is then complete (MPI_REQUEST_NULL). */
-        rc = stage_out(&op->cc, PMPI_Wait(&op->inner, MPI_STATUS_IGNORE));
-        if (op->agree) {
-            PMPI_Wait(&op->agree_req, MPI_STATUS_IGNORE);
-        }
-        free(op);
-        *request = MPI_REQUEST_NULL;
-        return rc;
-    }
-    op->sched->cleanup = op_free;
-    op->sched->cleanup_arg = op;
-    op_start_schedule(op);
-    collar_sched_t *s = op->sched;
-    st = collar_run_nonblocking(s, op->cc.comm, request);
-    if (st != COLLAR_OK) {
-        collar_error(COLL, "cannot create the request of a nonblocking %s: %s; "
-                     "completing it before returning",
-                     collar_coll_name(op->cc.coll), collar_status_string(st));
-        const MPI_Comm comm = op->cc.comm;
-        collar_run_blocking(s);
-        collar_sched_destroy(s);
-        PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
-        return MPI_ERR_OTHER;
-    }
-    return MPI_SUCCESS;
-}
-
-/* ---------------------------------------------------- persistent form */
-
-#if defined(HAVE_PMPI_ALLREDUCE_INIT)
-
-static void persist_on_finish(collar_sched_t *s)
-{
-    colls_op_t *op = s->owner;
-    collar_persist_finished(&op->persist, s->status == COLLAR_OK ? MPI_SUCCESS
-                                                                 : s->mpi_error);
-}
-
-/* MPI_Start: copy in, start the library's persistent request on the host
- * copies, run the copies back when it completes. */
-static void persist_start(collar_persist_t *p)
-{
-    colls_op_t *op = (colls_op_t *)((char *)p - offsetof(colls_op_t, persist));
-    op->cc.failed = op->init_failed;
-    if (collar_stats_on) {
-        op->t0 = PMPI_Wtime();
-    }
-    stage_copy_in(&op->cc);
-    int rc = PMPI_Start(&op->inner);
-    if (rc == MPI_SUCCESS && op->agree) {
-        op->agree_in = op->cc.failed != COLLAR_OK;
-        rc = PMPI_Start(&op->agree_req);
-    }
-    collar_sched_rewind(op->sched);
-    if (rc != MPI_SUCCESS) {
-        collar_error(COLL, "cannot start a persistent %s (MPI error %d)",
-                     collar_coll_name(op->cc.coll), rc);
-        collar_persist_finished(p, rc);
-        return;
-    }
-    op_start_schedule(op);
-    collar_run_persistent(op->sched);
-}
-
-static void persist_destroy(collar_persist_t *p)
-{
-    colls_op_t *op = (colls_op_t *)((char *)p - offsetof(colls_op_t, persist));
-    if (op->inner != MPI_REQUEST_NULL) {
-        PMPI_Request_free(&op->inner);
-    }
-    if (op->agree && op->agree_req != MPI_REQUEST_NULL) {
-        PMPI_Request_free(&op->agree_req);
-    }
-    collar_sched_destroy(op->sched);   /* frees op (op_free) */
-}
-
-/*
- * The persistent form (MPI_X_init): op_enter has allocated and filled the
- * host copies (filled again at each MPI_Start: MPICH 4.0.2's persistent
- * gathers read the send buffer at MPI_X_init already, so collar's copies
- * hold what the application's buffers held then too), the library's
- * MPI_X_init on them returned
- * `rc` and op->inner.  Not staged: the application gets the library's
- * request, which collar never sees again.  Staged: collar's persistent
- * request (persist.c).
- */
-static int op_pinit(colls_op_t *op, int rc, MPI_Request *request)
-{
-    if (rc != MPI_SUCCESS || !op->cc.staged) {
-        if (rc == MPI_SUCCESS) {
-            *request = op->inner;
-        }
-        release(&op->cc);
-        free(op);
-        return rc;
-    }
-    op->init_failed = op->cc.failed;
-    collar_status_t st = op_schedule(op);
-    if (st == COLLAR_OK) {
-        op->sched->cleanup = op_free;
-        op->sched->cleanup_arg = op;
-        op->sched->owner = op;
-        op->sched->on_finish = persist_on_finish;
-        /* MPICH 4.0.2 hangs now and then when the progress thread tests a
-         * persistent collective while the application completes others;
-         * peers wait for the library's collective, not for the copies
-         * back, so the application's completion calls progress this. */
-        op->sched->local_only = 1;
-        op->persist.coll = op->cc.coll;
-        op->persist.comm = op->cc.comm;
-        op->persist.start = persist_start;
-        op->persist.destroy = persist_destroy;
-        rc = collar_persist_create(&op->persist, request);
-        if (rc == MPI_SUCCESS) {
-            return MPI_SUCCESS;
-        }
-        collar_error(COLL, "cannot create a persistent %s request (MPI error %d)",
-                     collar_coll_name(op->cc.coll), rc);
-        const MPI_Comm comm = op->cc.comm;
-        PMPI_Request_free(&op->inner);
-        if (op->agree) {
-            PMPI_Request_free(&op->agree_req);
-        }
-        collar_sched_destroy(op->sched);   /* frees op */
-        PMPI_Comm_call_errhandler(comm, rc);
-        return rc;
-    }
-    collar_error(COLL, "cannot set up a persistent %s: %s",
-                 collar_coll_name(op->cc.coll), collar_status_string(st));
-    PMPI_Request_free(&op->inner);
-    if (op->agree) {
-        PMPI_Request_free(&op->agree_req);
-    }
-    release(&op->cc);
-    const MPI_Comm comm = op->cc.comm;
-    free(op);
-    PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
-    return MPI_ERR_OTHER;
-}
-
-#endif /* HAVE_PMPI_ALLREDUCE_INIT */
-
-/* Does the wrapper of `coll` do more than the PMPI call? */
-static int wanted(collar_coll_t coll)
-{
-    return (colls_on & COLL_BIT(coll)) != 0;
-}
-
-/* A new operation for a nonblocking or persistent call (NULL: no memory;
- * the caller hands the call to the library as it is). */
-static colls_op_t *op_new(void)
-{
-    return calloc(1, sizeof(colls_op_t));
-}
-
-/* ------------------------------------------------------------- entry points */
-
 /* blocking */
 COLLAR_EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_BCAST)) {
+    if (!collar_coll_wanted(COLLAR_COLL_BCAST)) {
         return PMPI_Bcast(buffer, count, datatype, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Bcast(op.r, count, datatype, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHER)) {
         return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Allgather(op.s, sendcount, sendtype, op.r, recvcount, recvtype, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHERV)) {
         return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Allgatherv(op.s, sendcount, sendtype, op.r, recvcounts, displs, recvtype, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALL)) {
         return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Alltoall(op.s, sendcount, sendtype, op.r, recvcount, recvtype, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALLV)) {
         return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Alltoallv(op.s, sendcounts, sdispls, sendtype, op.r, recvcounts, rdispls, recvtype, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER)) {
         return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Reduce_scatter(op.s, op.r, recvcounts, datatype, reduce_op, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
         return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Reduce_scatter_block(op.s, op.r, recvcount, datatype, reduce_op, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_REDUCE)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE)) {
         return PMPI_Reduce(sendbuf, recvbuf, count, datatype, reduce_op, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Reduce(op.s, op.r, count, datatype, reduce_op, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .op = reduce_op, .root = root, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_GATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHER)) {
         return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Gather(op.s, sendcount, sendtype, op.r, recvcount, recvtype, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_GATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHERV)) {
         return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Gatherv(op.s, sendcount, sendtype, op.r, recvcounts, displs, recvtype, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTER)) {
         return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Scatter(op.s, sendcount, sendtype, op.r, recvcount, recvtype, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_SCATTERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTERV)) {
         return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Scatterv(op.s, sendcounts, displs, sendtype, op.r, recvcount, recvtype, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_run(&a);
 }
 
 
 /* nonblocking */
 COLLAR_EXPORT int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_BCAST)) {
+    if (!collar_coll_wanted(COLLAR_COLL_BCAST)) {
         return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ibcast(buffer, count, datatype, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ibcast(op->r, count, datatype, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHER)) {
         return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Iallgather(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHERV)) {
         return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Iallgatherv(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALL)) {
         return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ialltoall(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALLV)) {
         return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ialltoallv(op->s, sendcounts, sdispls, sendtype, op->r, recvcounts, rdispls, recvtype, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER)) {
         return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ireduce_scatter(op->s, op->r, recvcounts, datatype, reduce_op, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
         return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ireduce_scatter_block(op->s, op->r, recvcount, datatype, reduce_op, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE)) {
         return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ireduce(op->s, op->r, count, datatype, reduce_op, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .op = reduce_op, .root = root, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_GATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHER)) {
         return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Igather(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_GATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHERV)) {
         return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Igatherv(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTER)) {
         return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Iscatter(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_SCATTERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTERV)) {
         return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Iscatterv(op->s, sendcounts, displs, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_start(&a, request);
 }
 
 
@@ -1337,218 +237,110 @@ COLLAR_EXPORT int MPI_Iscatterv(const void *sendbuf, const int sendcounts[], con
 
 COLLAR_EXPORT int MPI_Bcast_init(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_BCAST)) {
+    if (!collar_coll_wanted(COLLAR_COLL_BCAST)) {
         return PMPI_Bcast_init(buffer, count, datatype, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Bcast_init(buffer, count, datatype, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Bcast_init(op->r, count, datatype, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Allgather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHER)) {
         return PMPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Allgather_init(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Allgatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHERV)) {
         return PMPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Allgatherv_init(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Alltoall_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALL)) {
         return PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Alltoall_init(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALLV)) {
         return PMPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Alltoallv_init(op->s, sendcounts, sdispls, sendtype, op->r, recvcounts, rdispls, recvtype, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Reduce_scatter_init(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER)) {
         return PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Reduce_scatter_init(op->s, op->r, recvcounts, datatype, reduce_op, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Reduce_scatter_block_init(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
         return PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Reduce_scatter_block_init(op->s, op->r, recvcount, datatype, reduce_op, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Reduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE)) {
         return PMPI_Reduce_init(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Reduce_init(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Reduce_init(op->s, op->r, count, datatype, reduce_op, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .op = reduce_op, .root = root, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Gather_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_GATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHER)) {
         return PMPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Gather_init(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Gatherv_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_GATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHERV)) {
         return PMPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Gatherv_init(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Scatter_init(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTER)) {
         return PMPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Scatter_init(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Scatterv_init(const void *sendbuf, const int sendcounts[], const int displs[], MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_SCATTERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTERV)) {
         return PMPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Scatterv_init(op->s, sendcounts, displs, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm };
+    return collar_coll_init(&a, info, request);
 }
 
 #endif /* defined(HAVE_PMPI_ALLREDUCE_INIT) */
@@ -1558,170 +350,110 @@ COLLAR_EXPORT int MPI_Scatterv_init(const void *sendbuf, const int sendcounts[],
 
 COLLAR_EXPORT int MPI_Bcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_BCAST)) {
+    if (!collar_coll_wanted(COLLAR_COLL_BCAST)) {
         return PMPI_Bcast_c(buffer, count, datatype, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Bcast_c(op.r, count, datatype, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Allgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHER)) {
         return PMPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Allgather_c(op.s, sendcount, sendtype, op.r, recvcount, recvtype, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Allgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHERV)) {
         return PMPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Allgatherv_c(op.s, sendcount, sendtype, op.r, recvcounts, displs, recvtype, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Alltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALL)) {
         return PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Alltoall_c(op.s, sendcount, sendtype, op.r, recvcount, recvtype, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Alltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALLV)) {
         return PMPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Alltoallv_c(op.s, sendcounts, sdispls, sendtype, op.r, recvcounts, rdispls, recvtype, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Reduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER)) {
         return PMPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Reduce_scatter_c(op.s, op.r, recvcounts, datatype, reduce_op, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
         return PMPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Reduce_scatter_block_c(op.s, op.r, recvcount, datatype, reduce_op, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Reduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_REDUCE)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE)) {
         return PMPI_Reduce_c(sendbuf, recvbuf, count, datatype, reduce_op, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Reduce_c(op.s, op.r, count, datatype, reduce_op, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .op = reduce_op, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Gather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_GATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHER)) {
         return PMPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Gather_c(op.s, sendcount, sendtype, op.r, recvcount, recvtype, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Gatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_GATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHERV)) {
         return PMPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Gatherv_c(op.s, sendcount, sendtype, op.r, recvcounts, displs, recvtype, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Scatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTER)) {
         return PMPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Scatter_c(op.s, sendcount, sendtype, op.r, recvcount, recvtype, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 COLLAR_EXPORT int MPI_Scatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
-    if (!wanted(COLLAR_COLL_SCATTERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTERV)) {
         return PMPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t op;
-    int rc = op_enter(&op, &a, 1);
-    if (rc == MPI_SUCCESS) {
-        rc = op_leave(&op, PMPI_Scatterv_c(op.s, sendcounts, displs, sendtype, op.r, recvcount, recvtype, root, comm));
-    }
-    return rc;
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_run(&a);
 }
 
 #endif /* defined(HAVE_PMPI_ALLREDUCE_C) */
@@ -1731,218 +463,110 @@ COLLAR_EXPORT int MPI_Scatterv_c(const void *sendbuf, const MPI_Count sendcounts
 
 COLLAR_EXPORT int MPI_Ibcast_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_BCAST)) {
+    if (!collar_coll_wanted(COLLAR_COLL_BCAST)) {
         return PMPI_Ibcast_c(buffer, count, datatype, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ibcast_c(buffer, count, datatype, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ibcast_c(op->r, count, datatype, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Iallgather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHER)) {
         return PMPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Iallgather_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Iallgatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHERV)) {
         return PMPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Iallgatherv_c(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Ialltoall_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALL)) {
         return PMPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ialltoall_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Ialltoallv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALLV)) {
         return PMPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ialltoallv_c(op->s, sendcounts, sdispls, sendtype, op->r, recvcounts, rdispls, recvtype, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Ireduce_scatter_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER)) {
         return PMPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ireduce_scatter_c(op->s, op->r, recvcounts, datatype, reduce_op, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Ireduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
         return PMPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ireduce_scatter_block_c(op->s, op->r, recvcount, datatype, reduce_op, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Ireduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE)) {
         return PMPI_Ireduce_c(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Ireduce_c(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Ireduce_c(op->s, op->r, count, datatype, reduce_op, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .op = reduce_op, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Igather_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_GATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHER)) {
         return PMPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Igather_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Igatherv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_GATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHERV)) {
         return PMPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Igatherv_c(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Iscatter_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTER)) {
         return PMPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Iscatter_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 COLLAR_EXPORT int MPI_Iscatterv_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_SCATTERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTERV)) {
         return PMPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_istart(op, PMPI_Iscatterv_c(op->s, sendcounts, displs, sendtype, op->r, recvcount, recvtype, root, comm, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_start(&a, request);
 }
 
 #endif /* defined(HAVE_PMPI_ALLREDUCE_C) */
@@ -1952,316 +576,110 @@ COLLAR_EXPORT int MPI_Iscatterv_c(const void *sendbuf, const MPI_Count sendcount
 
 COLLAR_EXPORT int MPI_Bcast_init_c(void *buffer, MPI_Count count, MPI_Datatype datatype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_BCAST)) {
+    if (!collar_coll_wanted(COLLAR_COLL_BCAST)) {
         return PMPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Bcast_init_c(op->r, count, datatype, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_BCAST, .rbuf = buffer, .rcount = count, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Allgather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHER)) {
         return PMPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Allgather_init_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Allgatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLGATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLGATHERV)) {
         return PMPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Allgatherv_init_c(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLGATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Alltoall_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALL)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALL)) {
         return PMPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Alltoall_init_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALL, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Alltoallv_init_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint sdispls[], MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint rdispls[], MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_ALLTOALLV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_ALLTOALLV)) {
         return PMPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Alltoallv_init_c(op->s, sendcounts, sdispls, sendtype, op->r, recvcounts, rdispls, recvtype, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLTOALLV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = sdispls, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = rdispls, .rdt = recvtype, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Reduce_scatter_init_c(const void *sendbuf, void *recvbuf, const MPI_Count recvcounts[], MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER)) {
         return PMPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, reduce_op, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Reduce_scatter_init_c(op->s, op->r, recvcounts, datatype, reduce_op, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER, .sbuf = sendbuf, .rbuf = recvbuf, .rcounts = recvcounts, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Reduce_scatter_block_init_c(const void *sendbuf, void *recvbuf, MPI_Count recvcount, MPI_Datatype datatype, MPI_Op reduce_op, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE_SCATTER_BLOCK)) {
         return PMPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, reduce_op, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Reduce_scatter_block_init_c(op->s, op->r, recvcount, datatype, reduce_op, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE_SCATTER_BLOCK, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = recvcount, .sdt = datatype, .rdt = datatype, .op = reduce_op, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Reduce_init_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op reduce_op, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_REDUCE)) {
+    if (!collar_coll_wanted(COLLAR_COLL_REDUCE)) {
         return PMPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, reduce_op, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Reduce_init_c(op->s, op->r, count, datatype, reduce_op, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_REDUCE, .sbuf = sendbuf, .rbuf = recvbuf, .rcount = count, .sdt = datatype, .rdt = datatype, .op = reduce_op, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Gather_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_GATHER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHER)) {
         return PMPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Gather_init_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Gatherv_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, const MPI_Count recvcounts[], const MPI_Aint displs[], MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_GATHERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_GATHERV)) {
         return PMPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Gatherv_init_c(op->s, sendcount, sendtype, op->r, recvcounts, displs, recvtype, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_GATHERV, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcounts = recvcounts, .rdispls = displs, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Scatter_init_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_SCATTER)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTER)) {
         return PMPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Scatter_init_c(op->s, sendcount, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTER, .sbuf = sendbuf, .scount = sendcount, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 COLLAR_EXPORT int MPI_Scatterv_init_c(const void *sendbuf, const MPI_Count sendcounts[], const MPI_Aint displs[], MPI_Datatype sendtype, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Info info, MPI_Request *request)
 {
-    if (!wanted(COLLAR_COLL_SCATTERV)) {
+    if (!collar_coll_wanted(COLLAR_COLL_SCATTERV)) {
         return PMPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     }
-    const colls_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        return PMPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    }
-    int rc = op_enter(op, &a, 1);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-    return op_pinit(op, PMPI_Scatterv_init_c(op->s, sendcounts, displs, sendtype, op->r, recvcount, recvtype, root, comm, info, &op->inner), request);
+    const collar_coll_args_t a = { .coll = COLLAR_COLL_SCATTERV, .sbuf = sendbuf, .scounts = sendcounts, .sdispls = displs, .sdt = sendtype, .rbuf = recvbuf, .rcount = recvcount, .rdt = recvtype, .root = root, .comm = comm, .large = 1 };
+    return collar_coll_init(&a, info, request);
 }
 
 #endif /* defined(HAVE_PMPI_ALLREDUCE_C) && defined(HAVE_PMPI_ALLREDUCE_INIT) */
-
-/* ------------------------------------------- allreduce without collar's communicator */
-
-int collar_colls_allreduce(const collar_allreduce_args_t *x)
-{
-    const colls_args_t a = { .coll = COLLAR_COLL_ALLREDUCE, .sbuf = x->sbuf,
-                             .rbuf = x->rbuf, .rcount = x->count, .sdt = x->dtype,
-                             .rdt = x->dtype, .comm = x->comm, .large = x->large };
-    const MPI_Op op_ = x->op;
-    const MPI_Count n = x->count;
-    if (x->request == NULL) {
-        colls_op_t op;
-        int rc = op_enter(&op, &a, 1);
-        if (rc == MPI_SUCCESS) {
-#if defined(HAVE_PMPI_ALLREDUCE_C)
-            rc = x->large ? PMPI_Allreduce_c(op.s, op.r, n, x->dtype, op_, x->comm)
-                          : PMPI_Allreduce(op.s, op.r, (int)n, x->dtype, op_, x->comm);
-#else
-            rc = PMPI_Allreduce(op.s, op.r, (int)n, x->dtype, op_, x->comm);
-#endif
-            if (op.cc.staged) {
-                /* Every rank stages alike (device calls everywhere): all
-                 * take part in the agreement. */
-                int bad = op.cc.failed != COLLAR_OK, any = 0;
-                if (PMPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, x->comm)
-                    != MPI_SUCCESS || (any && !bad)) {
-                    collar_error(COLL, "a staged allreduce failed on another "
-                                 "rank; its result here is not complete");
-                    op.cc.failed = COLLAR_ERR_MPI;
-                }
-            }
-            rc = op_leave(&op, rc);
-        }
-        return rc;
-    }
-    colls_op_t *op = op_new();
-    if (op == NULL) {
-        collar_error(COLL, "cannot stage an allreduce: no memory");
-        PMPI_Comm_call_errhandler(x->comm, MPI_ERR_NO_MEM);
-        return MPI_ERR_NO_MEM;
-    }
-    /* Persistent: each MPI_Start copies in (persist_start), not the init. */
-    int rc = op_enter(op, &a, !x->persistent);
-    if (rc != MPI_SUCCESS) {
-        free(op);
-        return rc;
-    }
-#if defined(HAVE_PMPI_ALLREDUCE_INIT)
-    if (x->persistent) {
-#if defined(HAVE_PMPI_ALLREDUCE_C)
-        rc = x->large ? PMPI_Allreduce_init_c(op->s, op->r, n, x->dtype, op_, x->comm,
-                                              x->info, &op->inner)
-                      : PMPI_Allreduce_init(op->s, op->r, (int)n, x->dtype, op_,
-                                            x->comm, x->info, &op->inner);
-#else
-        rc = PMPI_Allreduce_init(op->s, op->r, (int)n, x->dtype, op_, x->comm,
-                                 x->info, &op->inner);
-#endif
-        if (rc == MPI_SUCCESS && op->cc.staged) {
-            /* The status agreement, started after the data's at each
-             * MPI_Start (persist_start). */
-            rc = PMPI_Allreduce_init(&op->agree_in, &op->agree_out, 1, MPI_INT,
-                                     MPI_MAX, x->comm, MPI_INFO_NULL,
-                                     &op->agree_req);
-            if (rc != MPI_SUCCESS) {
-                PMPI_Request_free(&op->inner);
-                release(&op->cc);
-                free(op);
-                return rc;
-            }
-            op->agree = 1;
-        }
-        return op_pinit(op, rc, x->request);
-    }
-#endif
-#if defined(HAVE_PMPI_ALLREDUCE_C)
-    rc = x->large ? PMPI_Iallreduce_c(op->s, op->r, n, x->dtype, op_, x->comm, &op->inner)
-                  : PMPI_Iallreduce(op->s, op->r, (int)n, x->dtype, op_, x->comm,
-                                    &op->inner);
-#else
-    rc = PMPI_Iallreduce(op->s, op->r, (int)n, x->dtype, op_, x->comm, &op->inner);
-#endif
-    if (rc == MPI_SUCCESS && op->cc.staged) {
-        op->agree = 1;
-        op->agree_in = op->cc.failed != COLLAR_OK;
-        rc = PMPI_Iallreduce(&op->agree_in, &op->agree_out, 1, MPI_INT, MPI_MAX,
-                             x->comm, &op->agree_req);
-        if (rc != MPI_SUCCESS) {
-            /* The data's collective is issued: finish it, as op_istart's
-             * error path does. */
-            PMPI_Wait(&op->inner, MPI_STATUS_IGNORE);
-            release(&op->cc);
-            free(op);
-            return rc;
-        }
-    }
-    return op_istart(op, rc, x->request);
-}

@@ -39,7 +39,8 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* The wrapper: what interpose.c does around each intercepted call. */
+/* The wrapper: what the engine (src/engine/allreduce.c) does around each
+ * intercepted call. */
 __attribute__((noinline)) static void fake_allreduce(size_t bytes)
 {
     collar_stats_call_t call = template_call;

@@ -7,7 +7,7 @@
  * both it knows nothing of the operation's communicator: were the library
  * to report the operation's error, it would raise it on MPI_COMM_WORLD or
  * MPI_COMM_SELF.  So the library's completion says success, and collar's
- * completion calls (interpose.c) report the error the way MPI reports that
+ * completion calls (complete.c) report the error the way MPI reports that
  * of its own requests: through the error handler of the operation's
  * communicator, once, as the call's return code or in the statuses.
  *
@@ -27,7 +27,7 @@
  * the call.
  */
 #include "config.h"
-#include "interpose.h"
+#include "engine_int.h"
 
 #include <pthread.h>
 #include <stdint.h>

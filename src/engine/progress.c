@@ -22,7 +22,7 @@
  * the backstop, not the engine.
  */
 #include "config.h"
-#include "interpose.h"
+#include "engine_int.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -63,7 +63,7 @@ static void greq_release(collar_request_t *r)
  * The library's completion of the request (MPI_Wait, MPI_Test, ...,
  * MPI_Request_get_status).  Through collar's completion calls, which hold
  * the request, it says success and collar reports the operation's error
- * on the operation's communicator (interpose.c).  A completion collar does
+ * on the operation's communicator (complete.c).  A completion collar does
  * not see (a direct PMPI_Wait, Fortran's mpi_f08 module) gets the error
  * from here, and the library raises it where it raises errors of
  * generalized requests (MPI_COMM_WORLD's handler, in Open MPI 4.1 and

@@ -35,7 +35,7 @@
  * not (no status holds an error; the others say MPI_ERR_PENDING), where its
  * MPI_Waitall waits and succeeds: collar's MPI_Waitall returned that error
  * with its operation still running (a broadcast's data not yet copied
- * back).  The test is now collar's (interpose.c, test_all): completion
+ * back).  The test is now collar's (complete.c, test_all): completion
  * asked of MPI_Request_get_status, which changes no request, then the
  * library's MPI_Waitall once every request is complete.  So MPI_Waitall,
  * and MPI_Testall over collar's requests, return what the library's
@@ -54,7 +54,7 @@
  * counter).
  */
 #include "config.h"
-#include "interpose.h"
+#include "engine_int.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -208,7 +208,7 @@ static int start_one(MPI_Request *request)
     return MPI_SUCCESS;
 }
 
-COLLAR_EXPORT int MPI_Start(MPI_Request *request)
+int collar_persist_start(MPI_Request *request)
 {
     if (atomic_load_explicit(&persist_count, memory_order_relaxed) == 0
         || request == NULL) {
@@ -217,7 +217,7 @@ COLLAR_EXPORT int MPI_Start(MPI_Request *request)
     return start_one(request);
 }
 
-COLLAR_EXPORT int MPI_Startall(int count, MPI_Request requests[])
+int collar_persist_startall(int count, MPI_Request requests[])
 {
     if (atomic_load_explicit(&persist_count, memory_order_relaxed) == 0
         || requests == NULL) {
@@ -232,7 +232,7 @@ COLLAR_EXPORT int MPI_Startall(int count, MPI_Request requests[])
     return MPI_SUCCESS;
 }
 
-COLLAR_EXPORT int MPI_Request_free(MPI_Request *request)
+int collar_persist_request_free(MPI_Request *request)
 {
     collar_persist_t *p = request != NULL && atomic_load_explicit(
                               &persist_count, memory_order_relaxed) != 0

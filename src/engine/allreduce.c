@@ -1,0 +1,465 @@
+/*
+ * collar - the conductor of one allreduce: classify its buffers, select
+ * the algorithm (the tuning rules, then what the call and the communicator
+ * make eligible), agree (COLLAR_CHECK), build the schedule, then run it
+ * (blocking), hand it to progress behind a request (nonblocking) or keep
+ * it for each MPI_Start (persistent), and record the call's statistics.
+ * Calls collar does not take over go to the MPI library as they are, so
+ * that its errors are its own.  The six entry points (src/interpose/
+ * allreduce.c) come here past their short ways (collar_paths).
+ */
+#include "config.h"
+#include "engine_int.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+/* The algorithm of the thread's last selected allreduce (-1: none yet). */
+static _Thread_local int last_alg = -1;
+
+const char *collar_engine_last_algorithm(void)
+{
+    return last_alg < 0 ? NULL : collar_alg_name((collar_alg_t)last_alg);
+}
+
+int collar_engine_communicators(void)
+{
+    return collar_comm_count();
+}
+
+static int comm_rank(MPI_Comm comm)
+{
+    int rank = 0;
+    PMPI_Comm_rank(comm, &rank);
+    return rank;
+}
+
+/* What the MPI library would do: for calls collar does not take over, and
+ * for bad arguments, so that errors are the MPI library's own. */
+static int pass_through(const collar_allreduce_args_t *a)
+{
+#if defined(HAVE_PMPI_ALLREDUCE_C)
+    if (a->large) {
+        if (a->persistent) {
+            return PMPI_Allreduce_init_c(a->sbuf, a->rbuf, a->count, a->dtype,
+                                         a->op, a->comm, a->info, a->request);
+        }
+        if (a->request != NULL) {
+            return PMPI_Iallreduce_c(a->sbuf, a->rbuf, a->count, a->dtype,
+                                     a->op, a->comm, a->request);
+        }
+        return PMPI_Allreduce_c(a->sbuf, a->rbuf, a->count, a->dtype, a->op,
+                                a->comm);
+    }
+#endif
+    const int count = (int)a->count;
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+    if (a->persistent) {
+        return PMPI_Allreduce_init(a->sbuf, a->rbuf, count, a->dtype, a->op,
+                                   a->comm, a->info, a->request);
+    }
+#endif
+    if (a->request != NULL) {
+        return PMPI_Iallreduce(a->sbuf, a->rbuf, count, a->dtype, a->op, a->comm,
+                               a->request);
+    }
+    return PMPI_Allreduce(a->sbuf, a->rbuf, count, a->dtype, a->op, a->comm);
+}
+
+static void stats_done(collar_stats_call_t *stat, double t0)
+{
+    stat->seconds = PMPI_Wtime() - t0;
+    collar_stats_record(stat);
+}
+
+/* COLLAR_CHECK=1: all ranks agree on this call and on what runs for it
+ * (plan NULL: native on host memory), before anything of it is issued. */
+static int check_agree(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
+                       collar_mem_kind_t smem, collar_mem_kind_t rmem,
+                       const collar_plan_t *plan)
+{
+    collar_check_call_t c = {
+        .nonblocking = a->request != NULL,
+        .count = a->count > INT_MAX ? INT_MAX : (int)a->count, .dtype = a->dtype,
+        .op = a->op, .mem = mem, .smem = smem, .rmem = rmem,
+        .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
+    };
+    if (plan != NULL
+        && (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING)) {
+        c.chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
+    }
+    int rc = collar_check_allreduce(a->comm, &c, collar_progress_all);
+    if (rc != MPI_SUCCESS && a->request != NULL) {
+        *a->request = MPI_REQUEST_NULL;
+    }
+    return rc;
+}
+
+/* A persistent allreduce collar runs: its schedule, built once at
+ * MPI_Allreduce_init and run again at each MPI_Start. */
+typedef struct {
+    collar_persist_t    persist;
+    collar_sched_t     *sched;
+    collar_stats_call_t stat;
+} allreduce_persist_t;
+
+static void allreduce_persist_finish(collar_sched_t *s)
+{
+    allreduce_persist_t *ap = s->owner;
+    ap->stat.alg = s->stats.alg;   /* ipc's or hier's fallback, known now */
+    collar_persist_finished(&ap->persist, s->status == COLLAR_OK ? MPI_SUCCESS
+                                                                 : s->mpi_error);
+}
+
+static void allreduce_persist_start(collar_persist_t *p)
+{
+    allreduce_persist_t *ap = (allreduce_persist_t *)p;
+    collar_sched_t *s = ap->sched;
+    collar_sched_rewind(s);
+    if (collar_stats_on) {
+        s->stats = ap->stat;
+        s->stats_on = 1;
+        s->stats_t0 = PMPI_Wtime();
+    }
+    collar_sched_start(s);
+    collar_run_persistent(s);
+}
+
+static void allreduce_persist_destroy(collar_persist_t *p)
+{
+    allreduce_persist_t *ap = (allreduce_persist_t *)p;
+    collar_sched_destroy(ap->sched);
+    free(ap);
+}
+
+/* MPI_Allreduce_init on what collar runs: the schedule is built (selection,
+ * staging buffers, the private communicator) once, here. */
+static int allreduce_persist_create(const collar_allreduce_args_t *a,
+                                    collar_sched_t *s,
+                                    const collar_stats_call_t *stat)
+{
+    allreduce_persist_t *ap = calloc(1, sizeof(*ap));
+    int rc = MPI_ERR_NO_MEM;
+    if (ap != NULL) {
+        ap->sched = s;
+        if (stat != NULL) {
+            ap->stat = *stat;
+        }
+        ap->persist.coll = COLLAR_COLL_ALLREDUCE;
+        ap->persist.comm = a->comm;
+        ap->persist.start = allreduce_persist_start;
+        ap->persist.destroy = allreduce_persist_destroy;
+        s->owner = ap;
+        s->on_finish = allreduce_persist_finish;
+        rc = collar_persist_create(&ap->persist, a->request);
+        if (rc == MPI_SUCCESS) {
+            return MPI_SUCCESS;
+        }
+    }
+    collar_error(COLL, "cannot create a persistent allreduce request (MPI error %d)", rc);
+    free(ap);
+    collar_sched_destroy(s);
+    PMPI_Comm_call_errhandler(a->comm, rc);
+    return rc;
+}
+
+/* Host buffers only (pass_all, host_direct) with statistics on: the MPI
+ * library's call, timed from t0 and recorded as native on host memory,
+ * without selection. */
+static int native_recorded(const collar_allreduce_args_t *a,
+                           collar_stats_call_t *stat, double t0)
+{
+    int rc = pass_through(a);
+    MPI_Count size = 0;
+    if (rc == MPI_SUCCESS && a->count >= 0 && !a->persistent
+        && PMPI_Type_size_x(a->dtype, &size) == MPI_SUCCESS) {
+        stat->alg = COLLAR_ALG_NATIVE;
+        stat->mem = COLLAR_MEM_HOST;
+        stat->bytes = (size_t)a->count * (size_t)size;
+        stats_done(stat, t0);
+    }
+    return rc;
+}
+
+/* A call collar does not take over (nothing to move, an intercommunicator,
+ * bad arguments): the MPI library's own, counted as native. */
+static int pass_counted(const collar_allreduce_args_t *a,
+                        collar_stats_call_t *stat, double t0)
+{
+    const MPI_Count count = a->count;
+    if (count == 0 && collar_cfg.check && a->comm != MPI_COMM_NULL
+        && a->dtype != MPI_DATATYPE_NULL && a->op != MPI_OP_NULL
+        && a->rbuf != MPI_IN_PLACE) {
+        /* Count 0 is checked too (intercommunicators are not). */
+        int rc = check_agree(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
+                             COLLAR_MEM_HOST, NULL);
+        if (rc != MPI_SUCCESS) {
+            return rc;
+        }
+    }
+    int rc = pass_through(a);
+    if (stat != NULL && rc == MPI_SUCCESS && count >= 0 && !a->persistent) {
+        stat->alg = COLLAR_ALG_NATIVE;
+        stat->mem = COLLAR_MEM_HOST;
+        if (a->rbuf != MPI_IN_PLACE) {
+            collar_mem_classify(collar_engine.dev, a->rbuf, &stat->mem);
+        }
+        MPI_Count size = 0;
+        PMPI_Type_size_x(a->dtype, &size);
+        stat->bytes = (size_t)count * (size_t)size;
+        stats_done(stat, t0);
+    }
+    return rc;
+}
+
+/* The plan of a call is known: said (ipc and hier say it from their
+ * schedule, once their IPC memory is known to work or not:
+ * collar_ipc_start), kept for collar_last_algorithm, and in the call's
+ * statistics record. */
+static void plan_chosen(MPI_Comm comm, const collar_select_key_t *key,
+                        const collar_plan_t *plan, const collar_call_t *call,
+                        collar_stats_call_t *stat)
+{
+    if (plan->alg != COLLAR_ALG_IPC && plan->alg != COLLAR_ALG_HIER) {
+        collar_algo_log_choice(comm_rank(comm), key, plan);
+    }
+    last_alg = (int)plan->alg;
+    if (stat != NULL) {
+        stat->alg = plan->alg;
+        stat->mem = call->mem;
+        stat->bytes = call->bytes;
+        if (plan->fallback != NULL) {
+            collar_stats_fallback(plan->fallback);
+        }
+    }
+}
+
+/* An allreduce collar may take over: its buffers are classified (rkind,
+ * skind), and it is not a host call that host_direct hands on.  Apart from
+ * collar_allreduce so that the short ways there pay for none of this
+ * frame. */
+__attribute__((noinline))
+static int allreduce_run(const collar_allreduce_args_t *a,
+                         collar_stats_call_t *stat, double t0,
+                         collar_mem_kind_t rkind, collar_mem_kind_t skind)
+{
+    const void *sbuf = a->sbuf;
+    void *rbuf = a->rbuf;
+    const MPI_Count count = a->count;
+    const MPI_Datatype dtype = a->dtype;
+    const MPI_Op op = a->op;
+    const MPI_Comm comm = a->comm;
+    MPI_Request *request = a->request;
+    int inter = 0;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
+        return pass_counted(a, stat, t0);
+    }
+    collar_call_t call = {
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
+        .comm = comm, .in_place = sbuf == MPI_IN_PLACE,
+        .persistent = a->persistent,
+    };
+    if (collar_call_describe(&call) != COLLAR_OK) {
+        return pass_through(a);
+    }
+    call.mem = (rkind != COLLAR_MEM_HOST || skind != COLLAR_MEM_HOST)
+               ? COLLAR_MEM_DEVICE : COLLAR_MEM_HOST;
+    call.rmem = rkind;
+    call.dev = collar_engine.dev;
+
+    collar_select_key_t key = {
+        .coll = COLLAR_COLL_ALLREDUCE,
+        .mem = call.mem,
+        .bytes = call.bytes,
+        .reducible = call.cdt != COLLAR_DT_NONE && call.cop != COLLAR_OP_NONE
+                     && collar_reduce_supported(call.cdt, call.cop),
+    };
+    PMPI_Comm_size(comm, &key.comm_size);
+    collar_plan_t plan;
+    collar_select(&key, &plan);
+    collar_algo_eligible(&call, collar_engine.mpi_cuda_aware, &plan);
+    if (collar_cfg.check) {
+        int rc = check_agree(a, call.mem, call.in_place ? rkind : skind,
+                             rkind, &plan);
+        if (rc != MPI_SUCCESS) {
+            return rc;
+        }
+    }
+    collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
+    if (build == NULL) {
+        plan_chosen(comm, &key, &plan, &call, stat);
+        int rc = pass_through(a);
+        if (stat != NULL && !a->persistent) {
+            /* For a native MPI_Iallreduce this is the time to start it: the
+             * MPI library completes it (docs/stats.md). */
+            stats_done(stat, t0);
+        }
+        return rc;
+    }
+    if (collar_call_validate(&call) != COLLAR_OK) {
+        return pass_through(a);
+    }
+
+    /* The private communicator: made by a blocking allreduce, never by a
+     * nonblocking or persistent start, which would wait for the other
+     * ranks (collar_comm_get). */
+    const int blocking = request == NULL;
+    collar_comm_t *cstate = NULL;
+    collar_status_t st = collar_comm_get(comm, blocking, &cstate);
+    if (st == COLLAR_OK && cstate->setup != COLLAR_COMM_READY) {
+        /* No communicator of collar's (yet): the application's own
+         * collective, on host copies of the device buffers. */
+        plan.alg = COLLAR_ALG_STAGED;
+        plan.fallback = cstate->setup == COLLAR_COMM_NONE
+            ? "staged on the application's communicator: the MPI library "
+              "gives collar no communicator of its own"
+            : "staged on the application's communicator: collar's own "
+              "communicator is made by the first blocking allreduce on it";
+        build = NULL;
+    } else if (st == COLLAR_OK) {
+        /* ipc: one node; hier: its communicators, made by a blocking
+         * call.  Both known alike on every rank. */
+        collar_algo_ipc_eligible(&call, cstate, &plan);
+        collar_algo_hier_eligible(&call, cstate, blocking, collar_run_in_turn,
+                                  &plan);
+        build = collar_algo_builder(plan.alg);
+    }
+    plan_chosen(comm, &key, &plan, &call, stat);
+    if (build == NULL && st == COLLAR_OK) {
+        return collar_colls_allreduce(a);
+    }
+
+    collar_sched_t *s = NULL;
+    if (st == COLLAR_OK) {
+        st = collar_sched_create(cstate, collar_engine.dev, &s);
+    }
+    if (st == COLLAR_OK) {
+        if (stat != NULL) {
+            s->stats = *stat;
+        }
+        /* ipc and hier change it when their IPC memory fails (collar_ipc_start). */
+        s->stats.alg = plan.alg;
+        st = build(&call, &plan, s);
+        if (st == COLLAR_OK && stat != NULL) {
+            stat->alg = s->stats.alg;
+        }
+        last_alg = (int)s->stats.alg;
+    }
+    if (st != COLLAR_OK) {
+        collar_error(COLL, "cannot run allreduce with %s: %s",
+                     collar_alg_name(plan.alg), collar_status_string(st));
+        collar_sched_destroy(s);
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+        return MPI_ERR_OTHER;
+    }
+    if (a->persistent) {
+        return allreduce_persist_create(a, s, stat);
+    }
+    collar_sched_start(s);
+
+    if (request != NULL) {
+        if (stat != NULL) {
+            s->stats = *stat;
+            s->stats_t0 = t0;
+            s->stats_on = 1;
+        }
+        st = collar_run_nonblocking(s, comm, request);
+        if (st != COLLAR_OK) {
+            /* The schedule is started: run it so that the other ranks,
+             * which issue their side, are not left waiting. */
+            collar_error(COLL, "cannot create the request of a nonblocking "
+                         "allreduce: %s; completing it before returning",
+                         collar_status_string(st));
+            collar_run_blocking(s);
+            collar_sched_destroy(s);
+            PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+            return MPI_ERR_OTHER;
+        }
+        return MPI_SUCCESS;
+    }
+
+    collar_run_blocking(s);
+    int rc = s->status == COLLAR_OK ? MPI_SUCCESS : s->mpi_error;
+    if (stat != NULL) {
+        stat->alg = s->stats.alg;
+    }
+    last_alg = (int)s->stats.alg;
+    collar_sched_destroy(s);
+    if (stat != NULL) {
+        stats_done(stat, t0);
+    }
+    if (rc != MPI_SUCCESS) {
+        PMPI_Comm_call_errhandler(comm, rc);
+    }
+    return rc;
+}
+
+/* Arguments collar looks at; the others go to the MPI library as they are
+ * (pass_counted), so that it reports what is wrong with them. */
+static inline int args_usable(const void *rbuf, MPI_Count count,
+                              MPI_Datatype dtype, MPI_Op op, MPI_Comm comm)
+{
+    return comm != MPI_COMM_NULL && count > 0 && dtype != MPI_DATATYPE_NULL
+           && op != MPI_OP_NULL && rbuf != MPI_IN_PLACE;
+}
+
+/* The memory kinds of a call's buffers (sbuf MPI_IN_PLACE: host, only rbuf
+ * is looked at). */
+static inline collar_status_t classify_buffers(const void *sbuf,
+                                               const void *rbuf,
+                                               collar_mem_kind_t *rkind,
+                                               collar_mem_kind_t *skind)
+{
+    *skind = COLLAR_MEM_HOST;
+    COLLAR_CHECK(collar_mem_classify(collar_engine.dev, rbuf, rkind));
+    return sbuf == MPI_IN_PLACE ? COLLAR_OK : collar_mem_classify(collar_engine.dev, sbuf,
+                                                            skind);
+}
+
+int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat)
+{
+    const double t0 = stat != NULL ? PMPI_Wtime() : 0.0;
+    if (!args_usable(a->rbuf, a->count, a->dtype, a->op, a->comm)) {
+        return pass_counted(a, stat, t0);
+    }
+    collar_mem_kind_t rkind, skind;
+    if (classify_buffers(a->sbuf, a->rbuf, &rkind, &skind) != COLLAR_OK) {
+        return pass_through(a);
+    }
+    if (collar_engine.host_direct && rkind == COLLAR_MEM_HOST && skind == COLLAR_MEM_HOST) {
+        /* Native whatever the communicator (an intercommunicator too) and
+         * the size: the MPI library's call, now, before any other
+         * question about the call is asked of the MPI library. */
+        return stat != NULL ? native_recorded(a, stat, t0) : pass_through(a);
+    }
+    return allreduce_run(a, stat, t0, rkind, skind);
+}
+
+/* Every allreduce entry point past its short way.  With statistics on, the call site
+ * is taken here (frames inside libcollar.so are not the application's and
+ * are skipped). */
+int collar_allreduce_intercept(const collar_allreduce_args_t *a)
+{
+    if (!collar_stats_on) {
+        return collar_allreduce(a, NULL);
+    }
+    collar_stats_call_t stat = { .coll = COLLAR_COLL_ALLREDUCE };
+    stat.npcs = collar_stats_callsite(stat.pcs, COLLAR_STATS_MAX_DEPTH, 1);
+    if (collar_engine.pass_all) {
+        return native_recorded(a, &stat, PMPI_Wtime());
+    }
+    return collar_allreduce(a, &stat);
+}
+
+/* The blocking and nonblocking bindings past their short ways (apart, so
+ * that those need no stack frame). */
+int collar_allreduce_call(const void *sbuf, void *rbuf, MPI_Count count,
+                          MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                          MPI_Request *request, int large)
+{
+    const collar_allreduce_args_t a = {
+        .sbuf = sbuf, .rbuf = rbuf, .count = count, .dtype = dtype, .op = op,
+        .comm = comm, .request = request, .large = large,
+    };
+    return collar_allreduce_intercept(&a);
+}

@@ -1,0 +1,322 @@
+/*
+ * collar - start-up and shut-down of the engine, around the application's
+ * MPI_Init / MPI_Init_thread and MPI_Finalize (src/interpose/init.c), and
+ * what collar's own API (collar.h) asks of it.
+ *
+ * MPI_Init starts the MPI library (at the thread level collar needs, see
+ * collar_engine_init_thread), then reads the configuration, opens the
+ * device backend, learns the nodes, makes MPI_COMM_WORLD's private
+ * communicator where it is wanted and decides the short ways of the
+ * allreduce's entry points (collar_paths).  MPI_Finalize drains and frees
+ * everything collar holds before the library's own MPI_Finalize.
+ */
+#include "config.h"
+#include "engine_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+collar_paths_t collar_paths = { .state = COLLAR_STATE_OFF, .straight = 1 };
+collar_engine_t collar_engine = { .dev = &collar_device_none };
+
+/*
+ * The short ways through an allreduce, from the configuration and the
+ * backend (at MPI_Init and when the algorithm is set):
+ *   pass_all       no device and every host rule native: every call is
+ *                  native;
+ *   straight       pass_all with no statistics: the wrapper is one load;
+ *   host_direct    a device backend and every host rule native: a call on
+ *                  host memory is native, decided by its classification;
+ *   host_straight  host_direct with no statistics: the wrapper classifies
+ *                  and calls the MPI library.
+ * Not under COLLAR_CHECK (every call is checked across ranks); host_direct
+ * not where the choice of each call is logged (info level, subsystem coll).
+ */
+static void decide_paths(void)
+{
+    const int host_native = collar_select_host_native() && !collar_cfg.check;
+    collar_engine.pass_all = collar_engine.dev == &collar_device_none
+                             && host_native;
+    collar_paths.straight = collar_engine.pass_all && !collar_stats_on;
+    collar_engine.host_direct = collar_engine.dev != &collar_device_none
+                                && host_native
+                                && !collar_log_enabled(COLLAR_LOG_INFO,
+                                                       COLLAR_SUB_COLL);
+    collar_paths.host_straight = collar_engine.host_direct && !collar_stats_on;
+}
+
+/* Thread levels: what the MPI library gave, what the application is told
+ * (see collar_engine_init_thread); -1 before MPI_Init. */
+static int lib_level = -1;
+static int app_level = -1;
+
+/* COLLAR_DISABLE=1 (read before MPI starts, and before the configuration). */
+static int disabled_by_env(void)
+{
+    const char *disable = getenv("COLLAR_DISABLE");
+    int off = 0;
+    return disable != NULL && collar_parse_bool(disable, &off) == COLLAR_OK && off;
+}
+
+/*
+ * Progress outside the waits (COLLAR_PROGRESS): the thread where the library
+ * gives MPI_THREAD_MULTIPLE (auto: only because the application asked for
+ * it; thread: collar asked for it too, see init_thread); and, unless
+ * COLLAR_PROGRESS=wait, the blocking point-to-point wrappers (blocking.c).
+ */
+static void start_progress(int rank)
+{
+    if (collar_cfg.progress == COLLAR_PROGRESS_WAIT) {
+        return;
+    }
+    collar_progress_calls_enable();
+    int level = lib_level;
+    if (level < 0 && PMPI_Query_thread(&level) != MPI_SUCCESS) {
+        level = MPI_THREAD_SINGLE;
+    }
+    if (level >= MPI_THREAD_MULTIPLE) {
+        collar_progress_thread_enable(collar_cfg.progress_interval_us);
+        return;
+    }
+    if (rank == 0 && collar_cfg.progress == COLLAR_PROGRESS_THREAD) {
+        collar_info(INIT, "no progress thread: the MPI library gives thread "
+                    "level %d, not MPI_THREAD_MULTIPLE (%s); collar's "
+                    "operations progress inside MPI_Wait*/MPI_Test* and the "
+                    "blocking point-to-point calls (COLLAR_PROGRESS)", level,
+                    collar_engine.dev == &collar_device_none ? "no device backend, so "
+                    "collar did not ask for it" : "the library's choice");
+    }
+}
+
+static void collar_startup(void)
+{
+    int rank = 0, size = 1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    collar_log_set_rank(rank);
+    /* Disabled means silent: decided before the configuration is read (and
+     * logged).  A malformed COLLAR_DISABLE is reported by the table below. */
+    if (disabled_by_env()) {
+        collar_paths.state = COLLAR_STATE_DISABLED;
+        return;
+    }
+    collar_config_load_quiet(rank != 0);
+    collar_log_open(collar_cfg.log_file);
+    if (collar_select_init() != COLLAR_OK) {
+        collar_paths.state = COLLAR_STATE_DISABLED;
+        collar_warn(INIT, "collar cannot start; every call passes through");
+        return;
+    }
+    collar_engine.dev = collar_device_open(collar_cfg.device);
+    if (collar_comm_init(collar_engine.dev != &collar_device_none) != COLLAR_OK) {
+        collar_device_close();
+        collar_engine.dev = &collar_device_none;
+        collar_select_finalize();
+        collar_paths.state = COLLAR_STATE_DISABLED;
+        collar_warn(INIT, "collar cannot start; every call passes through");
+        return;
+    }
+    collar_paths.host_ranges = collar_mem_host_ranges();
+    collar_engine.mpi_cuda_aware = collar_mpi_cuda_aware();
+    /* MPI_COMM_WORLD's private duplicate, here where every process is in
+     * MPI_Init: the communicator most nonblocking allreduces run on gets
+     * collar's algorithms from its first call (other communicators get
+     * theirs from their first blocking allreduce, collar_comm_get).  Where
+     * some process has a device backend, or an algorithm is forced (alike
+     * on every process). */
+    if (collar_comm_world_wanted()
+        || (collar_cfg.algorithm != COLLAR_ALG_AUTO
+            && collar_cfg.algorithm != COLLAR_ALG_NATIVE)) {
+        collar_comm_t *world = NULL;
+        (void)collar_comm_get(MPI_COMM_WORLD, 1, &world);
+    }
+    collar_stats_init();
+    collar_stats_set_tuning_source(collar_select_sources());
+    decide_paths();
+    collar_paths.state = COLLAR_STATE_ACTIVE;
+    collar_colls_start(collar_engine.dev, collar_engine.mpi_cuda_aware);
+    start_progress(rank);
+    if (rank == 0) {
+        collar_info(INIT, "collar %s active: %d ranks, device %s, algorithm %s, "
+                    "MPI %s device pointers", PACKAGE_VERSION, size, collar_engine.dev->name,
+                    collar_alg_name(collar_cfg.algorithm),
+                    collar_engine.mpi_cuda_aware ? "takes" : "does not take");
+    }
+}
+
+static void collar_shutdown(void)
+{
+    collar_paths.straight = 1;
+    collar_paths.host_straight = 0;
+    collar_progress_thread_stop();
+    collar_colls_stop();
+    if (collar_paths.state != COLLAR_STATE_ACTIVE) {
+        collar_paths.state = COLLAR_STATE_FINALIZED;
+        return;
+    }
+    collar_run_drain();
+    collar_persist_finalize();
+    collar_stats_report(MPI_COMM_WORLD);
+    collar_check_finalize();
+    collar_comm_finalize();
+    collar_pool_release_all();
+    collar_paths.host_ranges = NULL;
+    collar_device_close();
+    collar_select_finalize();
+    collar_paths.state = COLLAR_STATE_FINALIZED;
+    collar_log_close();
+}
+
+/*
+ * Thread levels.  The progress thread calls the MPI library beside the
+ * application's threads, which needs MPI_THREAD_MULTIPLE, and at that level
+ * the library pays for its locks on every call and some components refuse
+ * to run (Open MPI's osc pt2pt: MPI_Win_create fails), so collar asks for
+ * it only with COLLAR_PROGRESS=thread and only where its operations can run:
+ * a device backend can be active (decided here, before MPI starts, from the
+ * environment and, for cuda, the driver's device count), or COLLAR_ALGORITHM
+ * sends host buffers through collar's own algorithms.  The application is
+ * told the level it asked for (which the library then gives: a higher level
+ * includes the lower ones), so that MPI_Query_thread answers as it would
+ * without collar.
+ */
+static int raise_thread_level(int required)
+{
+    if (disabled_by_env()) {
+        return 0;
+    }
+    if (required >= MPI_THREAD_MULTIPLE
+        || collar_config_env_choice("COLLAR_PROGRESS") != COLLAR_PROGRESS_THREAD) {
+        return 0;
+    }
+    const int alg = collar_config_env_choice("COLLAR_ALGORITHM");
+    if (alg != COLLAR_ALG_AUTO && alg != COLLAR_ALG_NATIVE) {
+        return 1;
+    }
+    return collar_device_may_open(
+        (collar_device_kind_t)collar_config_env_choice("COLLAR_DEVICE"));
+}
+
+int collar_engine_init_thread(int *argc, char ***argv, int required,
+                              int *provided)
+{
+    const int level = raise_thread_level(required) ? MPI_THREAD_MULTIPLE
+                                                   : required;
+    int got = MPI_THREAD_SINGLE;
+    int rc = PMPI_Init_thread(argc, argv, level, &got);
+    if (rc != MPI_SUCCESS) {
+        return rc;
+    }
+    lib_level = got;
+    app_level = level != required && got >= required ? required : got;
+    if (provided != NULL) {
+        *provided = app_level;
+    }
+    collar_startup();
+    return rc;
+}
+
+void collar_engine_off(void)
+{
+    collar_paths.state = COLLAR_STATE_DISABLED;
+}
+
+int collar_engine_init(int *argc, char ***argv)
+{
+    if (!raise_thread_level(MPI_THREAD_SINGLE)) {
+        int rc = PMPI_Init(argc, argv);
+        if (rc == MPI_SUCCESS) {
+            collar_startup();
+        }
+        return rc;
+    }
+    return collar_engine_init_thread(argc, argv, MPI_THREAD_SINGLE, NULL);
+}
+
+void collar_engine_finalize(void)
+{
+    collar_shutdown();
+}
+
+int collar_engine_query_thread(int *provided)
+{
+    if (app_level < 0 || provided == NULL) {
+        return PMPI_Query_thread(provided);
+    }
+    *provided = app_level;
+    return MPI_SUCCESS;
+}
+
+void collar_engine_inactive(const char *why)
+{
+    static int said;
+    if (said || collar_paths.state != COLLAR_STATE_OFF) {
+        return;
+    }
+    said = 1;
+    const char *r = getenv("PMI_RANK");
+    if (r == NULL) {
+        r = getenv("OMPI_COMM_WORLD_RANK");
+    }
+    const int rank = r != NULL ? atoi(r) : 0;
+    collar_log_set_rank(rank);
+    collar_config_load_quiet(rank != 0);
+    collar_log_open(collar_cfg.log_file);
+    if (rank == 0) {
+        collar_info(INIT, "collar is not active: %s; every call went straight "
+                    "to the MPI library", why);
+    }
+    collar_log_close();
+}
+
+/*
+ * At exit: MPI was started, but not through collar's MPI_Init.  The MPI
+ * library's own MPI_Init was called directly: by a library loaded with
+ * RTLD_DEEPBIND or linked with -Bsymbolic against the MPI library, by a
+ * statically linked MPI, or by a Fortran layer collar does not know.  (A
+ * library loaded after collar, with dlopen, reaches collar's MPI_Init like
+ * the program itself: tests/mpi/dlopen.test.)  Nothing at all is said in a
+ * process that never started MPI (mpirun, a shell).
+ */
+void collar_engine_unseen_init(void)
+{
+    int init = 0;
+    if (collar_paths.state != COLLAR_STATE_OFF
+        || PMPI_Initialized(&init) != MPI_SUCCESS || !init) {
+        return;
+    }
+    collar_engine_inactive("MPI_Init was called without reaching collar's "
+                           "MPI_Init (a library bound to the MPI library "
+                           "directly: RTLD_DEEPBIND, -Bsymbolic, a static MPI, "
+                           "or a Fortran layer collar does not wrap)");
+}
+
+/* ------------------------------------------------------ collar's own API */
+
+int collar_engine_active(void)
+{
+    return collar_paths.state == COLLAR_STATE_ACTIVE;
+}
+
+const char *collar_engine_device_name(void)
+{
+    return collar_paths.state == COLLAR_STATE_ACTIVE ? collar_engine.dev->name
+                                                     : "none";
+}
+
+int collar_engine_set_algorithm(const char *name, size_t chunk)
+{
+    if (collar_paths.state != COLLAR_STATE_ACTIVE || name == NULL) {
+        return -1;
+    }
+    int alg = strcmp(name, "auto") == 0 ? COLLAR_ALG_AUTO
+                                        : collar_alg_from_name(name, strlen(name));
+    if (alg < 0) {
+        return -1;
+    }
+    collar_cfg.algorithm = (collar_alg_t)alg;
+    collar_cfg.chunk_size = chunk;
+    decide_paths();
+    collar_debug(COLL, "algorithm set to %s, chunk %zu", name, chunk);
+    return 0;
+}
