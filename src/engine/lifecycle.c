@@ -247,6 +247,26 @@ int collar_engine_query_thread(int *provided)
     return MPI_SUCCESS;
 }
 
+/* This process's rank in MPI_COMM_WORLD: the MPI library's while MPI is
+ * up, else the launcher's (the process's exit, after MPI_Finalize). */
+static int process_rank(void)
+{
+    int init = 0, fin = 0, rank = 0;
+    if (PMPI_Initialized(&init) == MPI_SUCCESS && init
+        && PMPI_Finalized(&fin) == MPI_SUCCESS && !fin
+        && PMPI_Comm_rank(MPI_COMM_WORLD, &rank) == MPI_SUCCESS) {
+        return rank;
+    }
+    static const char *vars[] = { "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK" };
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *r = getenv(vars[i]);
+        if (r != NULL) {
+            return atoi(r);
+        }
+    }
+    return 0;
+}
+
 void collar_engine_inactive(const char *why)
 {
     static int said;
@@ -254,24 +274,51 @@ void collar_engine_inactive(const char *why)
         return;
     }
     said = 1;
-    const char *r = getenv("PMI_RANK");
-    if (r == NULL) {
-        r = getenv("OMPI_COMM_WORLD_RANK");
-    }
-    const int rank = r != NULL ? atoi(r) : 0;
+    const int rank = process_rank();
     collar_log_set_rank(rank);
     collar_config_load_quiet(rank != 0);
     collar_log_open(collar_cfg.log_file);
     if (rank == 0) {
-        collar_info(INIT, "collar is not active: %s; every call went straight "
-                    "to the MPI library", why);
+        collar_info(INIT, "collar is not active: %s; every MPI call goes "
+                    "straight to the MPI library", why);
     }
     collar_log_close();
 }
 
+/* What to do where collar was loaded too late (README, Launchers). */
+#define COLLAR_LOAD_EARLIER "load collar before MPI starts: " \
+    "mpi4py.profile('collar', path=[...]) before `from mpi4py import MPI`, " \
+    "or libcollar.so in LD_PRELOAD"
+
+/* An MPI library was loaded before collar (collar_engine_loaded). */
+static int loaded_after_mpi;
+
+/*
+ * When libcollar.so loads (the after_mpi of src/interpose/abi.c): where MPI
+ * is initialised already, collar's MPI_Init will never run, and collar
+ * starts there: say so now, while the program can still be told which
+ * call loaded collar too late.  Nothing in a process that has not started
+ * MPI (the usual LD_PRELOAD, mpirun).
+ */
+void collar_engine_loaded(int after_mpi)
+{
+    int init = 0;
+    loaded_after_mpi = after_mpi;
+    if (collar_paths.state != COLLAR_STATE_OFF
+        || PMPI_Initialized(&init) != MPI_SUCCESS || !init) {
+        return;
+    }
+    collar_engine_inactive("libcollar.so was loaded after MPI_Init had run "
+                           "(mpi4py.profile called after `from mpi4py import "
+                           "MPI`, or a dlopen after MPI_Init), and collar "
+                           "starts in MPI_Init; " COLLAR_LOAD_EARLIER);
+}
+
 /*
  * At exit: MPI was started, but not through collar's MPI_Init.  The MPI
- * library's own MPI_Init was called directly: by a library loaded with
+ * library's own MPI_Init was called directly: by a program whose MPI
+ * library was loaded before collar (collar loaded with dlopen later: the
+ * program's calls were bound to the MPI library), by a library loaded with
  * RTLD_DEEPBIND or linked with -Bsymbolic against the MPI library, by a
  * statically linked MPI, or by a Fortran layer collar does not know.  (A
  * library loaded after collar, with dlopen, reaches collar's MPI_Init like
@@ -283,6 +330,14 @@ void collar_engine_unseen_init(void)
     int init = 0;
     if (collar_paths.state != COLLAR_STATE_OFF
         || PMPI_Initialized(&init) != MPI_SUCCESS || !init) {
+        return;
+    }
+    if (loaded_after_mpi) {
+        collar_engine_inactive("libcollar.so was loaded after the MPI library "
+                               "(with dlopen: mpi4py.profile after mpi4py "
+                               "loaded its MPI module), so MPI_Init went to "
+                               "the MPI library, not to collar; "
+                               COLLAR_LOAD_EARLIER);
         return;
     }
     collar_engine_inactive("MPI_Init was called without reaching collar's "

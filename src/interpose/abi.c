@@ -111,6 +111,9 @@ static int abi_state = -1;
 static char built_soname[128] = "unknown";
 /* Two MPI libraries were found and the references redirected. */
 static int checked_pair;
+/* At the first check (collar's load): an MPI library was loaded before
+ * collar (-1 before that check). */
+static int after_mpi = -1;
 
 static int collect(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -396,6 +399,13 @@ static void check(void)
             dlclose(h);
         }
     }
+    /* dl_iterate_phdr lists the objects in load order: an MPI library
+     * ahead of collar was loaded first (collar loaded with dlopen after it),
+     * and whatever bound to its MPI_* names before collar came does not
+     * reach collar's. */
+    if (after_mpi < 0) {
+        after_mpi = nmpi > 0 && mpi[0] < self;
+    }
     int built = -1, prog = -1;
     void *prog_handle = NULL;
     for (int k = 0; k < nmpi; k++) {
@@ -460,6 +470,11 @@ int collar_abi_ok(void)
         check();
     }
     return abi_state != 0;
+}
+
+int collar_abi_loaded_after_mpi(void)
+{
+    return after_mpi == 1;
 }
 
 const char *collar_abi_built_soname(void)

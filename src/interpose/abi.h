@@ -25,6 +25,12 @@
  * redirects the references (see above); later calls return the answer. */
 int collar_abi_ok(void);
 
+/* 1 when an MPI library was already loaded when libcollar.so loaded (a
+ * dlopen of collar after the MPI library's, as mpi4py.profile after
+ * `from mpi4py import MPI` does): the calls bound to the MPI library before
+ * collar came, MPI_Init's among them, do not reach collar. */
+int collar_abi_loaded_after_mpi(void);
+
 /* The soname of the MPI library collar was linked against ("libmpi.so.40"),
  * or "unknown". */
 const char *collar_abi_built_soname(void);

@@ -51,6 +51,18 @@ COLLAR_EXPORT int MPI_Session_init(MPI_Info info, MPI_Errhandler errhandler,
 }
 #endif
 
+/* When libcollar.so loads: where MPI is initialised already (collar loaded
+ * with dlopen after MPI_Init, as mpi4py.profile after
+ * `from mpi4py import MPI` does), collar's MPI_Init will never run: say so
+ * now (collar_engine_loaded).  Not in the wrappers: the calls of the
+ * program bound to the MPI library before collar came never reach them. */
+__attribute__((constructor)) static void collar_loaded(void)
+{
+    if (collar_abi_ok()) {
+        collar_engine_loaded(collar_abi_loaded_after_mpi());
+    }
+}
+
 /* At exit, where MPI was started without collar's MPI_Init: say so
  * (collar_engine_unseen_init). */
 __attribute__((destructor)) static void collar_unseen_init(void)
