@@ -30,6 +30,11 @@ ranks) with the calls the ranks made.  Output: one line per collective,
 per collective for the counts).  Exit status 0 only when all passed.
 
 --no-collar: without collar (the MPI library alone): the values only.
+--memory=host|device: every call collar counted must be on that memory
+(host: no device backend; device: COLLAR_DEVICE=sim).
+--profile=DIR: collar loaded by mpi4py.profile("collar", path=[DIR])
+before mpi4py imports its MPI module, not by LD_PRELOAD (which must not
+name libcollar.so then).
 --array=cupy: every buffer handed to MPI is a CuPy array in device memory
 (tests/gpu/run.sh, on a GPU); the references stay numpy, results are copied
 back to the host to be checked.  Default: numpy arrays.
@@ -40,13 +45,30 @@ import os
 import sys
 
 import numpy as np
+
+# --profile=DIR: collar comes from mpi4py's hook for profiling libraries,
+# not from LD_PRELOAD: mpi4py.profile("collar", path=[DIR]) loads
+# DIR/libcollar.so with RTLD_GLOBAL before mpi4py loads its MPI library.
+PROFILE = None
+for _a in sys.argv[1:]:
+    if _a.startswith("--profile="):
+        PROFILE = _a.split("=", 1)[1]
+if PROFILE is not None:
+    import mpi4py
+    if "libcollar" in os.environ.get("LD_PRELOAD", ""):
+        sys.exit("test_clients.py: --profile with libcollar.so in LD_PRELOAD")
+    mpi4py.profile("collar", path=[PROFILE])
+
 from mpi4py import MPI
 
 NO_COLLAR = "--no-collar" in sys.argv[1:]
 ARRAY = "numpy"
+MEMORY = None
 for _a in sys.argv[1:]:
     if _a.startswith("--array="):
         ARRAY = _a.split("=", 1)[1]
+    if _a.startswith("--memory="):
+        MEMORY = _a.split("=", 1)[1]
 if ARRAY == "cupy":
     import cupy as xp
 elif ARRAY == "numpy":
@@ -365,9 +387,10 @@ def main():
 
     passed = int(total[1] - total[0])
     failed = int(total[0])
-    print("clients: mpi4py %s, %s, %d ranks%s" % (
+    print("clients: mpi4py %s, %s, %d ranks%s%s" % (
         __import__("mpi4py").__version__, lib, size,
-        "" if xp is None else ", CuPy %s arrays" % xp.__version__))
+        "" if xp is None else ", CuPy %s arrays" % xp.__version__,
+        "" if PROFILE is None else ", collar by mpi4py.profile"))
     for note in notes:
         print("clients: note: " + note)
     if NO_COLLAR:
@@ -378,6 +401,11 @@ def main():
             with open(stats_file) as f:
                 report = json.load(f)
             for row in report["by_algorithm"]:
+                if MEMORY is not None and row["memory"] != MEMORY:
+                    print("clients: FAIL collar counted %d %s calls on %s memory, want %s" % (
+                        row["calls"]["total"], row["collective"], row["memory"], MEMORY))
+                    failed += 1
+                    continue
                 counted[row["collective"]] = counted.get(row["collective"], 0) + row["calls"]["total"]
         except (TypeError, OSError, ValueError, KeyError) as e:
             print("clients: FAIL no statistics report in COLLAR_STATS_FILE=%s: %s" % (stats_file, e))
