@@ -25,7 +25,10 @@
 #     with JSON statistics, for each client of the library: Debian's mpi4py
 #     3.1.4 (Open MPI), and mpi4py 4.1.x from the package index (binary
 #     wheel: MPI4PY_LIBMPI or the venv picks the library; from source with
-#     mpicc_abi for the MPI-5 ABI, a build of minutes, MATRIX_FULL=1 only).
+#     mpicc_abi for the MPI-5 ABI, a build of minutes, MATRIX_FULL=1 only);
+#     then mpi4py 4.1 again with collar loaded by mpi4py.profile before
+#     `from mpi4py import MPI` instead of LD_PRELOAD (the "+profile" rows;
+#     Debian's mpi4py 3.1 that way: tests/mpi/mpi4py_profile.test).
 # A library whose wheel cannot be installed here is a SKIP with the reason
 # (loud, in the table); one that installs and then fails is a FAIL.  The
 # table at the end has one line per (library, check); exit status 1 when any
@@ -147,19 +150,26 @@ same_abi() {
     fi
 }
 
-# client LIB CLIENT PYTHON LAUNCHER LIBCOLLAR [VAR=VALUE ...]
+# client LIB CLIENT PYTHON LAUNCHER LIBCOLLAR [VAR=VALUE ...]: collar in
+# LD_PRELOAD; a CLIENT named *+profile loads it with
+# mpi4py.profile('collar', path=[LIBCOLLAR's directory]) before importing
+# MPI instead, without LD_PRELOAD (test_clients.py --profile).
 client() {
     local lib=$1 name=$2 py=$3 launcher=$4 libcollar=$5
     shift 5
     local opts=""
     "$launcher" --version 2>/dev/null | grep -q "Open MPI\|OpenRTE" && opts="--oversubscribe --mca op ^avx"
     local log=$logs/$lib-$name.log stats=$logs/$lib-$name.json
+    local preload=LD_PRELOAD=$libcollar args=--memory=device
+    case $name in
+        *+profile) preload=""; args="$args --profile=$(dirname "$libcollar")" ;;
+    esac
     rm -f "$stats"
     local rc=0
     # shellcheck disable=SC2086
-    timeout -k 10 300 "$launcher" $opts -np 3 env "$@" LD_PRELOAD="$libcollar" \
+    timeout -k 10 300 "$launcher" $opts -np 3 env "$@" ${preload:+"$preload"} \
         COLLAR_DEVICE=sim COLLAR_STATS=1 COLLAR_STATS_FORMAT=json COLLAR_STATS_FILE="$stats" \
-        "$py" "$top/tests/python/test_clients.py" >"$log" 2>&1 || rc=$?
+        "$py" "$top/tests/python/test_clients.py" $args >"$log" 2>&1 || rc=$?
     local verdict
     verdict=$(grep -a "^clients: [0-9]* passed, [0-9]* failed" "$log" | tail -1)
     local libline
@@ -221,8 +231,10 @@ for lib in $libs; do
             mkdir -p "$libdir"
             [ $lib = mpich4 ] && ln -sfn "$(dpkg -L libmpich12 2>/dev/null | grep '/libmpich.so.12$' | head -1)" \
                 "$libdir/libmpi.so.12"
-            client $lib mpi4py4-wheel "$mpi4py4_prefix/bin/python" "$run" "$d/src/.libs/libcollar.so" \
-                MPI4PY_LIBMPI=$soname LD_LIBRARY_PATH="$libdir"
+            for how in "" +profile; do
+                client $lib mpi4py4-wheel$how "$mpi4py4_prefix/bin/python" "$run" "$d/src/.libs/libcollar.so" \
+                    MPI4PY_LIBMPI=$soname LD_LIBRARY_PATH="$libdir"
+            done
         else
             row $lib "py mpi4py4-wheel" SKIP "$mpi4py4_why"
         fi
@@ -258,8 +270,10 @@ for lib in $libs; do
         if [ $lib = abi ] && [ "$full" = 0 ]; then
             row $lib "py mpi4py4-source" SKIP "mpi4py built with mpicc_abi takes minutes: MATRIX_FULL=1"
         else
-            client $lib "mpi4py4-$([ $lib = abi ] && echo source || echo wheel)" \
-                "$prefix/bin/python" "$run" "$d/src/.libs/libcollar.so"
+            for how in "" +profile; do
+                client $lib "mpi4py4-$([ $lib = abi ] && echo source || echo wheel)$how" \
+                    "$prefix/bin/python" "$run" "$d/src/.libs/libcollar.so"
+            done
         fi
         unset I_MPI_ROOT
         ;;
@@ -271,8 +285,10 @@ for lib in $libs; do
         # wheel) load Intel MPI's libmpi.so.12 through LD_LIBRARY_PATH.
         c_tests="mpi/allreduce_staged.test" c_check $lib "$d" MPIRUN="$prefix/bin/mpiexec" \
             LD_LIBRARY_PATH="$prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" I_MPI_ROOT="$prefix"
-        client $lib mpi4py4-wheel "$prefix/bin/python" "$prefix/bin/mpiexec" \
-            "$d/src/.libs/libcollar.so" LD_LIBRARY_PATH="$prefix/lib" I_MPI_ROOT="$prefix"
+        for how in "" +profile; do
+            client $lib mpi4py4-wheel$how "$prefix/bin/python" "$prefix/bin/mpiexec" \
+                "$d/src/.libs/libcollar.so" LD_LIBRARY_PATH="$prefix/lib" I_MPI_ROOT="$prefix"
+        done
         ;;
     *) say "unknown library '$lib'"; failed=1 ;;
     esac
