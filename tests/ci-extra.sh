@@ -15,8 +15,10 @@
 #           and the MPI-5 standard ABI from the package index's wheels, each
 #           in build-matrix/NAME/), two C tests against each wheel, and
 #           tests/python/test_clients.py under collar for each (library,
-#           mpi4py) pair; a wheel that cannot be installed is a SKIP in the
-#           table, one that installs and fails a FAIL (docs/mpi-libraries.md)
+#           mpi4py) pair, under LD_PRELOAD and again loaded by
+#           mpi4py.profile (the +profile rows, about 5 s in all); a wheel
+#           that cannot be installed is a SKIP in the table, one that
+#           installs and fails a FAIL (docs/mpi-libraries.md)
 #   fuzz    the tuning-table fuzzer (tests/fuzz/fuzz_table.c) for
 #           FUZZ_SECONDS (30) on a scratch copy of the committed corpus, in
 #           build-fuzz/; a crash fails CI and stays in build-fuzz/
