@@ -461,6 +461,13 @@ CUresult cuGetErrorName(CUresult error, const char **pStr)
 
 /* ----------------------------------------------------- runtime: devices */
 
+/* An ordinal of this process's devices? */
+static int valid_device(int ordinal)
+{
+    emu_init();
+    return ordinal >= 0 && ordinal < emu_nvis;
+}
+
 cudaError_t cudaGetDeviceCount(int *count)
 {
     EMU_ENTER("cudaGetDeviceCount");
@@ -476,7 +483,7 @@ cudaError_t cudaGetDeviceCount(int *count)
 cudaError_t cudaSetDevice(int device)
 {
     EMU_ENTER("cudaSetDevice");
-    if (device < 0 || device >= emu_nvis) {
+    if (!valid_device(device)) {
         return emu_error(cudaErrorInvalidDevice);
     }
     emu_make_current(device, 1);
@@ -489,7 +496,7 @@ cudaError_t cudaInitDevice(int device, unsigned int deviceFlags,
     (void)deviceFlags;
     (void)flags;
     EMU_ENTER("cudaInitDevice");
-    if (device < 0 || device >= emu_nvis) {
+    if (!valid_device(device)) {
         return emu_error(cudaErrorInvalidDevice);
     }
     note_context(emu_vis[device], 1);
@@ -528,7 +535,7 @@ static void bus_id(int phys, char *out, int len)
 cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
 {
     EMU_ENTER("cudaDeviceGetPCIBusId");
-    if (device < 0 || device >= emu_nvis) {
+    if (!valid_device(device)) {
         return emu_error(cudaErrorInvalidDevice);
     }
     if (pciBusId == NULL || len < 13) {
@@ -590,7 +597,7 @@ static int attr_value(enum cudaDeviceAttr attr, int ordinal)
 cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
 {
     EMU_ENTER("cudaDeviceGetAttribute");
-    if (device < 0 || device >= emu_nvis) {
+    if (!valid_device(device)) {
         return emu_error(cudaErrorInvalidDevice);
     }
     *value = attr_value(attr, device);
@@ -600,7 +607,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int dev
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 {
     EMU_ENTER("cudaGetDeviceProperties");
-    if (device < 0 || device >= emu_nvis) {
+    if (!valid_device(device)) {
         return emu_error(cudaErrorInvalidDevice);
     }
     memset(prop, 0, sizeof(*prop));
@@ -670,8 +677,7 @@ cudaError_t cudaDeviceDisablePeerAccess(int peerDevice)
 
 cudaError_t cudaDriverGetVersion(int *driverVersion)
 {
-    emu_init();
-    *driverVersion = CUDA_VERSION;
+    cuDriverGetVersion(driverVersion);
     return cudaSuccess;
 }
 
@@ -731,7 +737,7 @@ CUresult cuDeviceGetCount(int *count)
 CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
     emu_init();
-    if (ordinal < 0 || ordinal >= emu_nvis) {
+    if (!valid_device(ordinal)) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
     *device = ordinal;
@@ -740,8 +746,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-    emu_init();
-    if (dev < 0 || dev >= emu_nvis) {
+    if (!valid_device(dev)) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
     snprintf(name, (size_t)len, "cudaemu device %d", emu_vis[dev]);
@@ -750,8 +755,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
-    emu_init();
-    if (dev < 0 || dev >= emu_nvis) {
+    if (!valid_device(dev)) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
     /* The driver's attribute numbers are the runtime's. */
@@ -761,8 +765,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
-    emu_init();
-    if (dev < 0 || dev >= emu_nvis) {
+    if (!valid_device(dev)) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
     bus_id(emu_vis[dev], pciBusId, len);
@@ -771,8 +774,7 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 
 CUresult cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 {
-    emu_init();
-    if (dev < 0 || dev >= emu_nvis) {
+    if (!valid_device(dev)) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
     *bytes = (size_t)16 << 30;
@@ -786,7 +788,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     if (emu_enter("cuDevicePrimaryCtxRetain") != cudaSuccess) {
         return emu_cu(emu_sticky());
     }
-    if (dev < 0 || dev >= emu_nvis) {
+    if (!valid_device(dev)) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
     struct CUctx_st *c = &emu_ctx[emu_vis[dev]];
@@ -798,8 +800,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-    emu_init();
-    if (dev < 0 || dev >= emu_nvis) {
+    if (!valid_device(dev)) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
     struct CUctx_st *c = &emu_ctx[emu_vis[dev]];
@@ -812,8 +813,7 @@ CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
-    emu_init();
-    if (dev < 0 || dev >= emu_nvis) {
+    if (!valid_device(dev)) {
         return CUDA_ERROR_INVALID_DEVICE;
     }
     pthread_mutex_lock(&ledger_lock);

@@ -288,23 +288,37 @@ static void unmap_entry(entry_t *e)
     }
 }
 
+/* The current device an allocation goes to (making its context), or -1
+ * with *err set: no device, or an injected failure of `kind`. */
+static int alloc_device(enum emu_fail kind, cudaError_t *err)
+{
+    const int d = emu_device();
+    if (d < 0) {
+        *err = cudaErrorNoDevice;
+        return -1;
+    }
+    if (emu_inject(kind)) {
+        *err = emu_error(cudaErrorMemoryAllocation);
+        return -1;
+    }
+    return d;
+}
+
 /* A new device-like allocation on the current device. */
 static cudaError_t dev_alloc(void **ptr, size_t size, enum emu_kind kind)
 {
     if (ptr == NULL) {
         return emu_error(cudaErrorInvalidValue);
     }
-    const int d = emu_device();
+    cudaError_t err;
+    const int d = alloc_device(EMU_F_MALLOC, &err);
     if (d < 0) {
-        return cudaErrorNoDevice;
-    }
-    if (emu_inject(EMU_F_MALLOC)) {
         *ptr = NULL;
-        return emu_error(cudaErrorMemoryAllocation);
+        return err;
     }
     pthread_mutex_lock(&lock);
     entry_t *e = add();
-    cudaError_t err = cudaErrorMemoryAllocation;
+    err = cudaErrorMemoryAllocation;
     if (e != NULL) {
         e->a.kind = kind;
         e->a.phys = emu_vis[d];
@@ -477,12 +491,10 @@ cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
                                                | cudaHostAllocWriteCombined))) {
         return emu_error(cudaErrorInvalidValue);
     }
-    const int d = emu_device();
+    cudaError_t err;
+    const int d = alloc_device(EMU_F_HOSTALLOC, &err);
     if (d < 0) {
-        return cudaErrorNoDevice;
-    }
-    if (emu_inject(EMU_F_HOSTALLOC)) {
-        return emu_error(cudaErrorMemoryAllocation);
+        return err;
     }
     void *p = mmap(NULL, pages(size ? size : 1), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -529,15 +541,13 @@ cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
     if (ptr == NULL || size == 0) {
         return emu_error(cudaErrorInvalidValue);
     }
-    const int d = emu_device();
+    cudaError_t err;
+    const int d = alloc_device(EMU_F_HOSTALLOC, &err);
     if (d < 0) {
-        return cudaErrorNoDevice;
-    }
-    if (emu_inject(EMU_F_HOSTALLOC)) {
-        return emu_error(cudaErrorMemoryAllocation);
+        return err;
     }
     pthread_mutex_lock(&lock);
-    cudaError_t err = cudaSuccess;
+    err = cudaSuccess;
     if (find(ptr) != NULL || find((char *)ptr + size - 1) != NULL) {
         err = cudaErrorHostMemoryAlreadyRegistered;
     } else {

@@ -121,6 +121,18 @@ static void from_hex(const char *s, void *p, size_t n)
     }
 }
 
+/* A new cudaMalloc of n bytes and its IPC handle, in hex for a peer's
+ * command line. */
+static void *exported(size_t n, char *hex)
+{
+    void *d;
+    OK(cudaMalloc(&d, n));
+    cudaIpcMemHandle_t handle;
+    OK(cudaIpcGetMemHandle(&handle, d));
+    to_hex(&handle, sizeof(handle), hex);
+    return d;
+}
+
 /* A peer process running case `name` with `arg`; its stdout is read here
  * (line by line) and its stdin is a pipe the test closes to let it go. */
 typedef struct {
@@ -754,12 +766,8 @@ static void case_inject(void)
 /* CUDAEMU_FAIL=ipcopen@1: the peer of rank 1 is refused, rank 0's is not. */
 static void case_inject_ipc(void)
 {
-    void *d;
-    OK(cudaMalloc(&d, 4096));
-    cudaIpcMemHandle_t handle;
-    OK(cudaIpcGetMemHandle(&handle, d));
-    char hex[2 * sizeof(handle) + 1];
-    to_hex(&handle, sizeof(handle), hex);
+    char hex[2 * sizeof(cudaIpcMemHandle_t) + 1];
+    void *d = exported(4096, hex);
     for (int rank = 0; rank < 2; rank++) {
         char *env[] = { rank ? "OMPI_COMM_WORLD_RANK=1" : "OMPI_COMM_WORLD_RANK=0",
                         NULL };
@@ -837,12 +845,8 @@ static void rule_ipc_own(void)
 /* The owner frees while a peer still has the allocation open. */
 static void rule_ipc_free_open(void)
 {
-    void *d;
-    OK(cudaMalloc(&d, 4096));
-    cudaIpcMemHandle_t handle;
-    OK(cudaIpcGetMemHandle(&handle, d));
-    char hex[2 * sizeof(handle) + 1];
-    to_hex(&handle, sizeof(handle), hex);
+    char hex[2 * sizeof(cudaIpcMemHandle_t) + 1];
+    void *d = exported(4096, hex);
     peer_t p;
     peer_start(&p, "ipc-hold", NULL, hex);
     peer_expect(&p, "opened");
