@@ -48,10 +48,13 @@
  *                  maps it with cudaIpcOpenMemHandle
  *                  (cudaIpcMemLazyEnablePeerAccess) and unmaps it with
  *                  cudaIpcCloseMemHandle, which every peer does before the
- *                  owner's cudaFree.  A peer's device is named by its PCI
- *                  bus id; it is reachable when it is the same device or
- *                  cudaDeviceCanAccessPeer says so.  (Built and linked on
- *                  machines without a GPU; see docs/ipc.md.)
+ *                  owner's cudaFree (src/algo/ipc.c sees to that).  A
+ *                  peer's device is named by its PCI bus id; it is
+ *                  refused when this process sees it and it is neither
+ *                  the same device nor one cudaDeviceCanAccessPeer allows;
+ *                  a device this process does not see is left to
+ *                  cudaIpcOpenMemHandle, which can map it.  (Built and
+ *                  linked on machines without a GPU; see docs/ipc.md.)
  *   current device every entry point that makes a device current in
  *                  collar's runtime puts back the calling thread's context
  *                  as it found it (the driver's cuCtxGetCurrent /
@@ -848,12 +851,23 @@ static void cu_ipc_where(const void *ptr, char *where, size_t len)
     }
 }
 
+/* Can this process map the memory of a peer whose device is named
+ * peer_where?  Refused only where it is known not to work: a device this
+ * process sees that is neither its own nor a peer of it
+ * (cudaDeviceCanAccessPeer; "cudaDeviceCanAccessPeer can determine if a
+ * mapping is possible").  A device it does not see is no reason:
+ * "cudaIpcOpenMemHandle can open handles to devices that may not be
+ * visible in the process calling the API" -- with a per-task
+ * CUDA_VISIBLE_DEVICES (SLURM's --gpus-per-task) every peer's GPU is
+ * hidden; whether the two GPUs can map each other's memory is then known
+ * only by opening the handle, and a failure there makes the registration
+ * fall back on every rank. */
 static int cu_ipc_reachable(const char *peer_where)
 {
     int peer = -1, mine = cu_scratch_device(NULL), can = 0;
     if (cudaDeviceGetByPCIBusId(&peer, peer_where) != cudaSuccess) {
         cudaGetLastError();
-        return 0;   /* not visible in this process */
+        return 1;   /* not visible here: cudaIpcOpenMemHandle decides */
     }
     if (peer == mine) {
         return 1;
