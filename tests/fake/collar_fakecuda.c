@@ -41,9 +41,18 @@ COLLAR_EXPORT void *collar_fakecuda_malloc(size_t bytes, int device)
     return p;
 }
 
+/* The application's cudaFree, with the buffer's device current (as an
+ * application has it): collar's own calls are what the context report
+ * is about. */
 COLLAR_EXPORT void collar_fakecuda_free(void *ptr)
 {
+    const CUcontext saved = cur_ctx;
+    const fake_alloc_t *a = fake_find(ptr);
+    if (a != NULL) {
+        cur_ctx = ctx_of(a->device);
+    }
     cudaFree(ptr);
+    cur_ctx = saved;
 }
 
 /* Pointer queries the driver has answered so far: full queries
