@@ -11,7 +11,7 @@
  * Built for the tests only (tests/Makefile.am, never installed): its three
  * functions below are what a test program finds with dlsym.
  *
- * With COLLAR_FAKECUDA_REPORT=PREFIX each process writes PREFIX.PID at
+ * With FAKECUDA_REPORT=PREFIX each process writes PREFIX.PID at
  * exit: the devices the application's buffers are on, the devices that
  * got a context, and the runtime functions that made device 0's context
  * current on a thread without one (fake_cuda.h), one line each:
@@ -78,7 +78,7 @@ static void fake_report_devices(FILE *f, const char *what, unsigned bits)
 
 __attribute__((destructor)) static void fake_report(void)
 {
-    const char *prefix = getenv("COLLAR_FAKECUDA_REPORT");
+    const char *prefix = getenv("FAKECUDA_REPORT");
     if (prefix == NULL || *prefix == '\0') {
         return;
     }
