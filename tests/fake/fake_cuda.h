@@ -29,10 +29,12 @@
 
 /*
  * Devices.  NDEV physical GPUs, bus 0x10 + i; pairs 0-1 and 2-3 have peer
- * access.  CUDA_VISIBLE_DEVICES (a list of physical indexes) chooses and
- * renumbers the devices this process sees, as the driver does: every
- * ordinal below is this process's (0 .. fake_nvis - 1), and
- * cudaDeviceGetByPCIBusId fails for a device it does not see.
+ * access.  FAKECUDA_VISIBLE_DEVICES (a list of physical indexes) chooses
+ * and renumbers the devices this process sees, as the driver does with
+ * CUDA_VISIBLE_DEVICES: every ordinal below is this process's (0 ..
+ * fake_nvis - 1), and cudaDeviceGetByPCIBusId fails for a device it does
+ * not see.  (A name of its own: a CUDA_VISIBLE_DEVICES set for a real GPU
+ * must not change the fake's devices under the other tests.)
  */
 static int fake_vis[NDEV];   /* ordinal -> physical index */
 static int fake_nvis = -1;
@@ -42,14 +44,14 @@ static void fake_visible(void)
     if (fake_nvis >= 0) {
         return;
     }
-    const char *env = getenv("CUDA_VISIBLE_DEVICES");
+    const char *env = getenv("FAKECUDA_VISIBLE_DEVICES");
     int n = 0;
     if (env == NULL) {
         for (n = 0; n < NDEV; n++) {
             fake_vis[n] = n;
         }
     } else {
-        /* As the driver does: the list stops at the first invalid entry. */
+        /* As the driver does: the list ends at the first invalid entry. */
         for (const char *p = env; *p != '\0' && n < NDEV;) {
             char *end;
             const long d = strtol(p, &end, 10);
