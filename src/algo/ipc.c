@@ -80,6 +80,7 @@ typedef struct {
     collar_ipc_handle_t handle;
     char                where[COLLAR_IPC_WHERE_BYTES];
     int                 code;     /* IPC_OK etc. */
+    ipc_closed_t        closed;   /* the generations it has closed */
 } ipc_card_t;
 
 const char *collar_ipc_fallback_why(collar_alg_t alg, int code)
@@ -107,29 +108,273 @@ const char *collar_ipc_fallback_why(collar_alg_t alg, int code)
     }
 }
 
+/*
+ * Freeing.  CUDA: "Calling cudaFree on an exported memory region before
+ * calling cudaIpcCloseMemHandle in the importing context will result in
+ * undefined behavior" (cudaIpcOpenMemHandle).  So a rank gives its own
+ * memory of a region back only once every peer of its node has closed its
+ * mapping of it, which it learns without waiting for anyone:
+ *
+ *   - every region of a communicator has a generation, counted alike on
+ *     every rank (regions are made by the same calls everywhere);
+ *   - a rank that drops its last reference on a region closes its
+ *     mappings of the peers' memory and notes the generation as closed;
+ *     its own memory is retired, not freed;
+ *   - every registration card carries what its rank has closed (facts
+ *     that stay true, so a card filled early is only out of date); the
+ *     open step merges what the peers say, and retired memory that every
+ *     peer has closed is freed, there or when it is retired;
+ *   - MPI_Comm_free (the attribute's delete callback, on every rank of the
+ *     communicator, where MPI_Comm_free stands in the order of its
+ *     collectives): this rank drops the communicator's reference, then
+ *     takes part in an MPI_MIN allreduce of "I have closed every region"
+ *     (nothing of it left in flight here) on the application's
+ *     communicator, whose collectives (the application's own, and
+ *     collar's staged ones) are all issued in program order, unlike the
+ *     private communicator's (issued by schedules in their turn).  All 1:
+ *     every peer closed everything before contributing, and all the
+ *     retired memory is freed.  Else (an operation outlived the handle,
+ *     as MPI allows), the retired memory, and what is retired later,
+ *     waits for MPI_Finalize.  MPI_Comm_free thus waits for the other
+ *     ranks' MPI_Comm_free, as a collective call may; it progresses
+ *     collar's operations meanwhile (collar_wait_progress), and the
+ *     library progresses the application's, so what a peer waits for
+ *     before its own MPI_Comm_free still completes.  The allreduce is
+ *     completed inside the delete callback, before the communicator is
+ *     gone (Open MPI 4.1 crashes progressing a nonblocking collective of
+ *     a freed communicator);
+ *   - MPI_Finalize (every schedule over, every process there): a barrier
+ *     on MPI_COMM_WORLD, after which every process has closed everything,
+ *     and what waited is freed.
+ *
+ * A rank that fails leaves its memory allocated, never freed early.
+ */
+typedef struct ipc_retired {
+    const collar_device_t *dev;
+    void                  *own;
+    uint64_t               gen;
+    struct ipc_retired    *next;
+} ipc_retired_t;
+
+/* Retired memory that waits for MPI_Finalize. */
+static pthread_mutex_t ipc_deferred_lock = PTHREAD_MUTEX_INITIALIZER;
+static ipc_retired_t  *ipc_deferred;
+
+static int closed_has(const ipc_closed_t *c, uint64_t gen)
+{
+    return gen < c->low || (gen - c->low < 64 && ((c->mask >> (gen - c->low)) & 1));
+}
+
+static void closed_normalize(ipc_closed_t *c)
+{
+    while (c->mask & 1) {
+        c->mask >>= 1;
+        c->low++;
+    }
+}
+
+/* (A generation 64 or more past the oldest one still open is not
+ * recorded: its memory then waits for MPI_Comm_free or MPI_Finalize.) */
+static void closed_add(ipc_closed_t *c, uint64_t gen)
+{
+    if (gen >= c->low && gen - c->low < 64) {
+        c->mask |= (uint64_t)1 << (gen - c->low);
+        closed_normalize(c);
+    }
+}
+
+static uint64_t closed_rebase(const ipc_closed_t *c, uint64_t low)
+{
+    return low - c->low >= 64 ? 0 : c->mask >> (low - c->low);
+}
+
+static void closed_merge(ipc_closed_t *c, const ipc_closed_t *r)
+{
+    const uint64_t low = c->low > r->low ? c->low : r->low;
+    c->mask = closed_rebase(c, low) | closed_rebase(r, low);
+    c->low = low;
+    closed_normalize(c);
+}
+
+static void ipc_retired_free(ipc_retired_t *list)
+{
+    while (list != NULL) {
+        ipc_retired_t *e = list;
+        list = e->next;
+        collar_debug(COLL, "ipc: region %llu freed, every peer has closed it",
+                     (unsigned long long)e->gen);
+        e->dev->ipc_free(e->own);
+        free(e);
+    }
+}
+
+static void ipc_defer(ipc_retired_t *list)
+{
+    while (list != NULL) {
+        ipc_retired_t *e = list;
+        list = e->next;
+        pthread_mutex_lock(&ipc_deferred_lock);
+        e->next = ipc_deferred;
+        ipc_deferred = e;
+        pthread_mutex_unlock(&ipc_deferred_lock);
+    }
+}
+
+/* The retired memory every peer has closed, taken off st's list (the
+ * caller holds st->lock and frees it afterwards, outside). */
+static ipc_retired_t *ipc_take_closed(ipc_state_t *st)
+{
+    ipc_retired_t *done = NULL;
+    for (ipc_retired_t **p = &st->retired; *p != NULL;) {
+        ipc_retired_t *e = *p;
+        int all = 1;
+        for (int i = 0; i < st->n && all; i++) {
+            all = i == st->rank || closed_has(&st->heard[i], e->gen);
+        }
+        if (all) {
+            *p = e->next;
+            e->next = done;
+            done = e;
+        } else {
+            p = &e->next;
+        }
+    }
+    return done;
+}
+
+static void ipc_state_unref(ipc_state_t *st)
+{
+    if (__atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL) != 0) {
+        return;
+    }
+    ipc_defer(st->retired);   /* (no MPI_Comm_free ran): the safe side */
+    pthread_mutex_destroy(&st->lock);
+    free(st->heard);
+    free(st);
+}
+
+/* Peers' memory closed and the own retired (a registration that did not
+ * succeed, or the last reference). */
+static void ipc_region_release(ipc_region_t *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        if (i != g->rank && g->peer[i] != NULL) {
+            g->dev->ipc_close(g->peer[i]);
+        }
+        g->peer[i] = NULL;
+    }
+    ipc_state_t *st = g->st;
+    ipc_retired_t *e = NULL, *done = NULL;
+    if (g->own != NULL) {
+        e = malloc(sizeof(*e));
+        if (e != NULL) {   /* else left allocated: nothing to note it in */
+            *e = (ipc_retired_t){ g->dev, g->own, g->gen, NULL };
+        }
+        g->own = NULL;
+    }
+    pthread_mutex_lock(&st->lock);
+    closed_add(&st->mine, g->gen);
+    if (e != NULL && st->orphaned) {
+        ipc_defer(e);
+    } else if (e != NULL) {
+        e->next = st->retired;
+        st->retired = e;
+        done = ipc_take_closed(st);
+    }
+    pthread_mutex_unlock(&st->lock);
+    ipc_retired_free(done);
+}
+
 void collar_ipc_region_unref(ipc_region_t *g)
 {
     if (g == NULL || __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) != 0) {
         return;
     }
-    for (int i = 0; i < g->n; i++) {
-        if (i != g->rank && g->peer[i] != NULL) {
-            g->dev->ipc_close(g->peer[i]);
-        }
-    }
-    if (g->own != NULL) {
-        g->dev->ipc_free(g->own);
-    }
+    ipc_region_release(g);
+    ipc_state_unref(g->st);
     free(g->cards);
     free(g->peer);
     free(g);
 }
 
+/* MPI_Wait that progresses collar's operations meanwhile (this rank's
+ * operations on other communicators may be what a peer waits for before
+ * it reaches its MPI_Comm_free): the engine's, where the library has it
+ * (src/interpose/progress.c); the unit tests link no engine. */
+int collar_wait_progress(MPI_Request *request, MPI_Status *status)
+    __attribute__((weak));
+
+static int ipc_wait(MPI_Request *req)
+{
+    return collar_wait_progress != NULL ? collar_wait_progress(req, MPI_STATUS_IGNORE)
+                                        : PMPI_Wait(req, MPI_STATUS_IGNORE);
+}
+
+/* The attribute's delete callback (MPI_Comm_free; MPI_Finalize for the
+ * predefined communicators), on every rank of `comm` in the order of its
+ * collectives: see "Freeing". */
+static void ipc_state_freed(void *arg, MPI_Comm comm)
+{
+    ipc_state_t *st = arg;
+    ipc_region_t *g = st->region;
+    st->region = NULL;
+    collar_ipc_region_unref(g);   /* the communicator's reference */
+    pthread_mutex_lock(&st->lock);
+    int mine = st->mine.low >= st->next_gen;   /* every region closed here */
+    pthread_mutex_unlock(&st->lock);
+    int inter = 1, all = 0;
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Errhandler user = MPI_ERRHANDLER_NULL;
+    const int swapped = PMPI_Comm_get_errhandler(comm, &user) == MPI_SUCCESS
+                        && PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)
+                           == MPI_SUCCESS;
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter
+        || PMPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm, &req)
+           != MPI_SUCCESS
+        || ipc_wait(&req) != MPI_SUCCESS) {
+        all = 0;   /* not known: the safe side */
+    }
+    if (swapped) {
+        PMPI_Comm_set_errhandler(comm, user);
+    }
+    if (user != MPI_ERRHANDLER_NULL) {
+        PMPI_Errhandler_free(&user);
+    }
+    pthread_mutex_lock(&st->lock);
+    ipc_retired_t *list = st->retired;
+    st->retired = NULL;
+    st->orphaned = all != 1;   /* what is retired from now on waits too */
+    pthread_mutex_unlock(&st->lock);
+    if (all == 1) {
+        ipc_retired_free(list);
+    } else {
+        collar_debug(COLL, "ipc: a rank still maps IPC memory of a freed "
+                     "communicator: this rank's waits for MPI_Finalize");
+        ipc_defer(list);
+    }
+}
+
 static void ipc_state_release(void *arg)
 {
     ipc_state_t *st = arg;
-    collar_ipc_region_unref(st->region);
-    free(st);
+    collar_ipc_region_unref(st->region);   /* (no delete callback ran) */
+    st->region = NULL;
+    ipc_state_unref(st);
+}
+
+void collar_ipc_finalize(int barrier)
+{
+    pthread_mutex_lock(&ipc_deferred_lock);
+    ipc_retired_t *list = ipc_deferred;
+    ipc_deferred = NULL;
+    pthread_mutex_unlock(&ipc_deferred_lock);
+    /* Once every process is here, every mapping is closed (every schedule
+     * is over); a barrier that fails leaves the memory allocated. */
+    if (barrier && PMPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS) {
+        ipc_retired_free(list);
+    } else {
+        ipc_defer(list);
+    }
 }
 
 /*
@@ -149,7 +394,7 @@ static void ipc_state_release(void *arg)
 
 /* A new region of `cap` bytes an area, its own memory allocated and its
  * card filled (a code other than IPC_OK when it cannot take part). */
-static ipc_region_t *ipc_region_new(const collar_comm_t *comm,
+static ipc_region_t *ipc_region_new(const collar_comm_t *comm, ipc_state_t *st,
                                     const collar_device_t *dev, size_t cap)
 {
     const int n = comm->node_size;
@@ -166,12 +411,18 @@ static ipc_region_t *ipc_region_new(const collar_comm_t *comm,
         return NULL;
     }
     g->refs = 1;   /* the communicator's */
+    __atomic_add_fetch(&st->refs, 1, __ATOMIC_RELAXED);
+    g->st = st;
     g->dev = dev;
     g->n = n;
     g->rank = comm->node_rank;
     g->cap = cap;
     ipc_card_t *mine = &((ipc_card_t *)g->cards)[g->rank];
     mine->code = IPC_OK;
+    pthread_mutex_lock(&st->lock);
+    g->gen = st->next_gen++;
+    mine->closed = st->mine;
+    pthread_mutex_unlock(&st->lock);
     if (dev->ipc_alloc == NULL) {
         mine->code = IPC_NO_BACKEND;
     } else if (dev->ipc_alloc(2 * cap, (void **)&g->own, &mine->handle) != COLLAR_OK) {
@@ -184,22 +435,6 @@ static ipc_region_t *ipc_region_new(const collar_comm_t *comm,
     }
     g->code_in = mine->code;
     return g;
-}
-
-/* Peers' memory given back and the own freed (a registration that did
- * not succeed, or the last reference). */
-static void ipc_region_release(ipc_region_t *g)
-{
-    for (int i = 0; i < g->n; i++) {
-        if (i != g->rank && g->peer[i] != NULL) {
-            g->dev->ipc_close(g->peer[i]);
-        }
-        g->peer[i] = NULL;
-    }
-    if (g->own != NULL) {
-        g->dev->ipc_free(g->own);
-        g->own = NULL;
-    }
 }
 
 /* The CALL step that maps the peers' memory, once the exchange is over
@@ -216,6 +451,19 @@ static collar_status_t ipc_open_step(collar_sched_t *s, void *arg)
     ipc_card_t *cards = g->cards;
     if (s->status != COLLAR_OK && g->code_in > IPC_NO_MAP) {
         g->code_in = IPC_NO_MAP;   /* a message of the exchange failed */
+    }
+    if (s->status == COLLAR_OK) {
+        /* What the peers have closed: retired memory may go now. */
+        ipc_state_t *st = g->st;
+        pthread_mutex_lock(&st->lock);
+        for (int i = 0; i < g->n; i++) {
+            if (i != g->rank) {
+                closed_merge(&st->heard[i], &cards[i].closed);
+            }
+        }
+        ipc_retired_t *done = ipc_take_closed(st);
+        pthread_mutex_unlock(&st->lock);
+        ipc_retired_free(done);
     }
     for (int i = 0; g->code_in == IPC_OK && i < g->n; i++) {
         if (i == g->rank) {
@@ -390,8 +638,18 @@ static ipc_region_t *ipc_region_for(collar_comm_t *comm, const collar_call_t *ca
         if (st == NULL) {
             return NULL;
         }
+        st->heard = calloc((size_t)comm->node_size, sizeof(*st->heard));
+        if (st->heard == NULL) {
+            free(st);
+            return NULL;
+        }
+        st->refs = 1;   /* the communicator's */
+        st->n = comm->node_size;
+        st->rank = comm->node_rank;
+        pthread_mutex_init(&st->lock, NULL);
         comm->ipc = st;
         comm->ipc_release = ipc_state_release;
+        comm->ipc_freed = ipc_state_freed;
     }
     if (st->region == NULL || st->region->cap < call->bytes) {
         /* A persistent allreduce registers a region of its own at its
@@ -404,7 +662,14 @@ static ipc_region_t *ipc_region_for(collar_comm_t *comm, const collar_call_t *ca
         if (cap < IPC_MIN_CAP) {
             cap = IPC_MIN_CAP;
         }
-        ipc_region_t *g = ipc_region_new(comm, call->dev, cap);
+        if (!call->persistent) {
+            /* The replaced region first (schedules keep theirs): closed
+             * now where no schedule holds it, which the new card says. */
+            ipc_region_t *old = st->region;
+            st->region = NULL;
+            collar_ipc_region_unref(old);
+        }
+        ipc_region_t *g = ipc_region_new(comm, st, call->dev, cap);
         if (g == NULL) {
             return NULL;
         }
@@ -412,7 +677,6 @@ static ipc_region_t *ipc_region_for(collar_comm_t *comm, const collar_call_t *ca
         if (call->persistent) {
             return g;   /* the operation's reference is the only one */
         }
-        collar_ipc_region_unref(st->region);   /* schedules keep theirs */
         st->region = g;
     }
     __atomic_add_fetch(&st->region->refs, 1, __ATOMIC_RELAXED);

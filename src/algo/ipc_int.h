@@ -8,12 +8,25 @@
 
 #include "algo.h"
 
+#include <pthread.h>
+
 /* Registrations allocate at least this much (each area). */
 #define IPC_MIN_CAP ((size_t)64 << 10)
+
+/* Generations of a communicator's IPC regions whose peers' memory a rank
+ * has closed for good: every generation below `low`, and low + i for bit
+ * i of `mask` (bit 0 is always clear). */
+typedef struct {
+    uint64_t low, mask;
+} ipc_closed_t;
+
+struct ipc_state;
 
 /* One rank's view of its node's IPC region. */
 typedef struct {
     int                    refs;     /* atomic: the communicator's + schedules' */
+    struct ipc_state      *st;       /* its communicator's (a reference) */
+    uint64_t               gen;      /* its generation there, alike on every rank */
     const collar_device_t *dev;
     int                    n, rank;  /* of the node */
     size_t                 cap;      /* bytes of each area (in, out) */
@@ -30,9 +43,20 @@ typedef struct {
 } ipc_region_t;
 
 /* comm->ipc: the latest region registered (or registering, or failed),
- * the one calls up to its size use. */
-typedef struct {
-    ipc_region_t *region;
+ * the one calls up to its size use, and what lets a rank free its own
+ * memory of older regions only once every peer has closed it (ipc.c,
+ * "Freeing"). */
+typedef struct ipc_state {
+    ipc_region_t         *region;
+    int                   refs;      /* atomic: the communicator's, each
+                                        region's */
+    int                   n, rank;   /* of the node */
+    pthread_mutex_t       lock;      /* what follows */
+    uint64_t              next_gen;  /* regions made so far */
+    ipc_closed_t          mine;      /* what this rank has closed */
+    ipc_closed_t         *heard;     /* n: what each peer said it closed */
+    struct ipc_retired   *retired;   /* own memory whose peers may map it */
+    int                   orphaned;  /* retired memory waits for MPI_Finalize */
 } ipc_state_t;
 
 /* The outcome of a registration (MPI_MIN of every rank's code). */

@@ -183,10 +183,13 @@ int collar_comm_count(void)
 
 static int comm_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
-    (void)comm;
     (void)keyval;
     (void)extra;
-    collar_comm_unref(attr);
+    collar_comm_t *c = attr;
+    if (c->ipc != NULL && c->ipc_freed != NULL) {
+        c->ipc_freed(c->ipc, comm);   /* collective: see src/algo/ipc.c */
+    }
+    collar_comm_unref(c);
     return MPI_SUCCESS;
 }
 
@@ -378,6 +381,8 @@ void collar_comm_finalize(void)
         PMPI_Comm_free_keyval(keyvals[k]);
         *keyvals[k] = MPI_KEYVAL_INVALID;
     }
+    /* Every process is here (MPI_Finalize), every schedule is over. */
+    collar_ipc_finalize(world_any_device);
     if (probe_comm != MPI_COMM_NULL) {
         PMPI_Comm_free(&probe_comm);
     }

@@ -264,9 +264,12 @@ typedef struct collar_comm {
     MPI_Comm node_sched;
     MPI_Comm cross_comm;
     /* Owned by the ipc algorithm (src/algo/ipc.c): its buffers, released
-     * with the state. */
+     * with the state; ipc_freed runs in the attribute's delete callback
+     * (MPI_Comm_free, MPI_Finalize for the predefined communicators),
+     * collective over the application's communicator. */
     void    *ipc;
     void   (*ipc_release)(void *ipc);
+    void   (*ipc_freed)(void *ipc, MPI_Comm comm);
 } collar_comm_t;
 
 /*
@@ -282,6 +285,11 @@ typedef struct collar_comm {
  */
 collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
                                 collar_comm_t **state);
+/* The end of the ipc algorithm's memory (src/algo/ipc.c), from
+ * collar_comm_finalize once the predefined communicators are released:
+ * with `barrier` (the same on every process) a barrier on MPI_COMM_WORLD
+ * before the memory whose peers could not be heard from is freed. */
+void collar_ipc_finalize(int barrier);
 /* The communicators of `hier` (node_sched, cross_comm), collectively over
  * the private communicator, blocking: call in the communicator's turn, from
  * a blocking allreduce.  Sets hier_made to 1, or -1 on every rank alike. */

@@ -102,17 +102,18 @@ typedef struct collar_device {
      *                  being set up, as dev_alloc) and its handle;
      *   ipc_where      a name of the device the buffer lives on (at most
      *                  COLLAR_IPC_WHERE_BYTES with the NUL), to send to peers;
-     *   ipc_reachable  1 when this process can map memory of the device a
-     *                  peer named (the same device, or peer access between
-     *                  the two: cudaDeviceCanAccessPeer);
+     *   ipc_reachable  0 when this process is known not to be able to map
+     *                  memory of the device a peer named (cuda: a device it
+     *                  sees that is neither the same nor a peer); a device
+     *                  it does not see is left to ipc_open;
      *   ipc_open       map a peer's handle into this process;
      *   ipc_published  every peer has opened (or given up on) the handle of
      *                  `ptr`: the backend may drop what made it openable
      *                  (the sim device closes the descriptor that peers
      *                  open its memory through);
      *   ipc_close      unmap what ipc_open mapped;
-     *   ipc_free       free what ipc_alloc allocated (after the peers
-     *                  closed it, or with them gone).
+     *   ipc_free       free what ipc_alloc allocated (src/algo/ipc.c calls
+     *                  it only once every peer has closed it).
      */
     collar_status_t (*ipc_alloc)(size_t bytes, void **ptr,
                                  collar_ipc_handle_t *handle);

@@ -48,15 +48,28 @@
  *                  maps it with cudaIpcOpenMemHandle
  *                  (cudaIpcMemLazyEnablePeerAccess) and unmaps it with
  *                  cudaIpcCloseMemHandle, which every peer does before the
- *                  owner's cudaFree.  A peer's device is named by its PCI
- *                  bus id; it is reachable when it is the same device or
- *                  cudaDeviceCanAccessPeer says so.  (Built and linked on
- *                  machines without a GPU; see docs/ipc.md.)
+ *                  owner's cudaFree (src/algo/ipc.c sees to that).  A
+ *                  peer's device is named by its PCI bus id; it is
+ *                  refused when this process sees it and it is neither
+ *                  the same device nor one cudaDeviceCanAccessPeer allows;
+ *                  a device this process does not see is left to
+ *                  cudaIpcOpenMemHandle, which can map it.  (Built and
+ *                  linked on machines without a GPU; see docs/ipc.md.)
  *   current device every entry point that makes a device current in
  *                  collar's runtime puts back the calling thread's context
  *                  as it found it (the driver's cuCtxGetCurrent /
  *                  cuCtxSetCurrent, so "no context" stays "no context"):
  *                  the application's current device is never changed.
+ *   contexts       every runtime call that needs a context runs with the
+ *                  context of the device of what it touches current (an
+ *                  event's or stream's device, a device pointer's, the
+ *                  device a pinned block was allocated on), also where
+ *                  the thread's own is another device's or none: on a
+ *                  thread without a current context the runtime would make
+ *                  device 0's primary context current and create it
+ *                  ("Interactions with the CUDA Driver API"), a context on
+ *                  GPU 0 in every rank of the node (collar's progress
+ *                  thread, a schedule finished in another thread).
  */
 #include "config.h"
 #include "mem.h"
@@ -87,10 +100,19 @@ struct collar_stream {
 
 typedef struct {
     int                  ready;      /* streams created */
+    CUcontext            ctx;        /* its primary context, once known */
     struct collar_stream s[CU_NSTREAMS];
     cudaEvent_t         *events;     /* free events of this device */
     int                  nevents, cap;
 } cu_device_t;
+
+/* A pinned block and the device it was allocated on, where it is freed:
+ * the pool gives blocks back from any thread. */
+struct cu_pinned {
+    void             *ptr;
+    int               device;
+    struct cu_pinned *next;
+};
 
 static struct {
     int               ndevices;
@@ -99,6 +121,8 @@ static struct {
     cu_ctx_get_fn     ctx_get;
     cu_ctx_set_fn     ctx_set;
     uint64_t          used;       /* atomic: bit d, a buffer lives on d */
+    int               last;       /* atomic: the last device a buffer was on */
+    struct cu_pinned *pinned;     /* pinned blocks and their devices (lock) */
     int               mpi_aware;  /* -1: not asked yet */
     collar_ptrcache_t *cache;
     pthread_mutex_t   lock;
@@ -140,6 +164,30 @@ static void cu_restore_current(const cu_current_t *c)
     } else if (c->saved == 2) {
         if (cudaSetDevice(c->device) != cudaSuccess) {
             cudaGetLastError();
+        }
+    }
+}
+
+/* Device d's context current in this thread, the thread's own saved in
+ * *c for cu_restore_current (nothing to put back when d's is current
+ * already).  d < 0: unknown, nothing changes. */
+static void cu_enter(int d, cu_current_t *c)
+{
+    cu_save_current(c);
+    if (d < 0 || d >= cu.ndevices) {
+        return;
+    }
+    const CUcontext want = __atomic_load_n(&cu.dev[d].ctx, __ATOMIC_ACQUIRE);
+    if (c->saved == 1 && want != NULL && c->ctx == want) {
+        c->saved = 0;
+        return;
+    }
+    if (cudaSetDevice(d) != cudaSuccess) {
+        cudaGetLastError();
+    } else if (want == NULL && cu.ctx_get != NULL) {
+        CUcontext now = NULL;
+        if (cu.ctx_get(&now) == CUDA_SUCCESS && now != NULL) {
+            __atomic_store_n(&cu.dev[d].ctx, now, __ATOMIC_RELEASE);
         }
     }
 }
@@ -233,8 +281,9 @@ static collar_status_t cu_info(const void *ptr, collar_ptr_info_t *info)
 
 /* The device of the last device buffer this thread asked about: where a
  * call's device scratch goes (it is allocated before any copy names a
- * buffer). */
-static _Thread_local int cu_last_device;
+ * buffer); -1 in a thread that asked about none (the progress thread),
+ * which takes the process's last (cu.last). */
+static _Thread_local int cu_last_device = -1;
 
 static collar_status_t cu_mem_query(const void *ptr, collar_mem_kind_t *kind)
 {
@@ -242,9 +291,21 @@ static collar_status_t cu_mem_query(const void *ptr, collar_mem_kind_t *kind)
     COLLAR_CHECK(collar_ptrcache_kind(cu.cache, ptr, kind, &device));
     if (*kind != COLLAR_MEM_HOST && device >= 0) {
         cu_last_device = device;
+        __atomic_store_n(&cu.last, device, __ATOMIC_RELAXED);
         cu_note_device(device);
     }
     return COLLAR_OK;
+}
+
+/* The device of a device pointer, -1 when the driver does not know it. */
+static int cu_ptr_device(const void *ptr)
+{
+    collar_ptr_info_t info;
+    if (collar_ptrcache_lookup(cu.cache, ptr, &info) != COLLAR_OK
+        || info.kind == COLLAR_MEM_HOST) {
+        return -1;
+    }
+    return info.device;
 }
 
 collar_ranges_t *collar_cuda_host_ranges(void)
@@ -307,6 +368,7 @@ static collar_status_t cu_init(void)
     cu.ctx_get = (cu_ctx_get_fn)cu_entry_point("cuCtxGetCurrent");
     cu.ctx_set = (cu_ctx_set_fn)cu_entry_point("cuCtxSetCurrent");
     cu.used = 0;
+    cu.last = 0;
     cu.mpi_aware = -1;
     int mode = collar_cfg.ptr_cache;
     if (cu.get_attr == NULL && mode == COLLAR_PTR_CACHE_ON) {
@@ -346,6 +408,11 @@ static void cu_finalize(void)
         free(dv->events);
         memset(dv, 0, sizeof(*dv));
     }
+    while (cu.pinned != NULL) {   /* blocks not given back: forgotten */
+        struct cu_pinned *b = cu.pinned;
+        cu.pinned = b->next;
+        free(b);
+    }
     cudaGetLastError();
     cu_restore_current(&cur);
     if (cu.cache != NULL) {
@@ -374,6 +441,12 @@ static collar_status_t cu_use_device(int d, cu_device_t **out)
         return COLLAR_ERR_DEVICE;
     }
     cu_device_t *dv = &cu.dev[d];
+    if (__atomic_load_n(&dv->ctx, __ATOMIC_ACQUIRE) == NULL && cu.ctx_get != NULL) {
+        CUcontext now = NULL;
+        if (cu.ctx_get(&now) == CUDA_SUCCESS && now != NULL) {
+            __atomic_store_n(&dv->ctx, now, __ATOMIC_RELEASE);
+        }
+    }
     if (!__atomic_load_n(&dv->ready, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&cu.lock);
         collar_status_t st = COLLAR_OK;
@@ -462,11 +535,19 @@ static collar_status_t cu_event_query(collar_event_t *ev)
     if (ev->handle == NULL) {
         return COLLAR_OK;   /* done at once (a host-to-host copy) */
     }
+    /* On the event's device: steps are tested by any thread (the progress
+     * thread has no context of its own). */
+    struct collar_stream *s = ev->stream;
+    cu_current_t cur;
+    cu_enter(s->device, &cur);
     cudaError_t err = cudaEventQuery((cudaEvent_t)ev->handle);
+    if (err != cudaErrorNotReady) {
+        cu_event_release(s, (cudaEvent_t)ev->handle);
+    }
+    cu_restore_current(&cur);
     if (err == cudaErrorNotReady) {
         return COLLAR_INPROGRESS;
     }
-    cu_event_release(ev->stream, (cudaEvent_t)ev->handle);
     ev->handle = NULL;
     if (err != cudaSuccess) {
         cu_fail("a device operation", err);
@@ -632,8 +713,9 @@ static collar_status_t cu_order_after_caller(void)
 static int cu_scratch_device(const void *ptr)
 {
     if (ptr == NULL) {
-        return cu_last_device >= 0 && cu_last_device < cu.ndevices
-               ? cu_last_device : 0;
+        const int d = cu_last_device >= 0 ? cu_last_device
+                                          : __atomic_load_n(&cu.last, __ATOMIC_RELAXED);
+        return d >= 0 && d < cu.ndevices ? d : 0;
     }
     collar_ptr_info_t info;
     if (cu_info(ptr, &info) != COLLAR_OK || info.device < 0) {
@@ -650,13 +732,22 @@ static collar_status_t cu_host_alloc(size_t bytes, void **ptr)
     cu_current_t cur;
     cu_save_current(&cur);
     cudaError_t err = cudaErrorInvalidDevice;
-    if (cu_use_device(cu_scratch_device(NULL), &dv) == COLLAR_OK) {
+    const int d = cu_scratch_device(NULL);
+    struct cu_pinned *b = malloc(sizeof(*b));
+    if (b != NULL && cu_use_device(d, &dv) == COLLAR_OK) {
         err = cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable);
     }
     cu_restore_current(&cur);
     if (err == cudaSuccess) {
+        b->ptr = *ptr;
+        b->device = d;
+        pthread_mutex_lock(&cu.lock);
+        b->next = cu.pinned;
+        cu.pinned = b;
+        pthread_mutex_unlock(&cu.lock);
         return COLLAR_OK;
     }
+    free(b);
     cudaGetLastError();
     if (collar_log_first("cuda-pageable")) {
         collar_warn(MEM, "cuda: cannot pin %zu bytes (%s); staging through "
@@ -670,14 +761,27 @@ static collar_status_t cu_host_alloc(size_t bytes, void **ptr)
 
 static void cu_host_free(void *ptr)
 {
-    struct cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, ptr) == cudaSuccess
-        && a.type == cudaMemoryTypeHost) {
-        cudaFreeHost(ptr);
-    } else {
-        cudaGetLastError();
-        free(ptr);
+    struct cu_pinned *b = NULL;
+    pthread_mutex_lock(&cu.lock);
+    for (struct cu_pinned **p = &cu.pinned; *p != NULL; p = &(*p)->next) {
+        if ((*p)->ptr == ptr) {
+            b = *p;
+            *p = b->next;
+            break;
+        }
     }
+    pthread_mutex_unlock(&cu.lock);
+    if (b == NULL) {
+        free(ptr);   /* pageable: pinning had failed */
+        return;
+    }
+    cu_current_t cur;
+    cu_enter(b->device, &cur);
+    if (cudaFreeHost(ptr) != cudaSuccess) {
+        cudaGetLastError();
+    }
+    cu_restore_current(&cur);
+    free(b);
 }
 
 static collar_status_t cu_dev_alloc(size_t bytes, void **ptr)
@@ -701,8 +805,14 @@ static collar_status_t cu_dev_alloc(size_t bytes, void **ptr)
 
 static void cu_dev_free(void *ptr)
 {
+    const int d = cu_ptr_device(ptr);
     collar_ptrcache_forget(cu.cache, ptr, 1);
-    cudaFree(ptr);
+    cu_current_t cur;
+    cu_enter(d, &cur);
+    if (cudaFree(ptr) != cudaSuccess) {
+        cudaGetLastError();
+    }
+    cu_restore_current(&cur);
 }
 
 /* ------------------------------------------------------------- IPC memory */
@@ -716,7 +826,10 @@ static collar_status_t cu_ipc_alloc(size_t bytes, void **ptr,
     memset(handle, 0, sizeof(*handle));
     COLLAR_CHECK(cu_dev_alloc(bytes, ptr));
     cudaIpcMemHandle_t h;
+    cu_current_t cur;
+    cu_enter(cu_scratch_device(NULL), &cur);
     cudaError_t err = cudaIpcGetMemHandle(&h, *ptr);
+    cu_restore_current(&cur);
     if (err != cudaSuccess) {
         cudaGetLastError();
         collar_debug(MEM, "cuda: cudaIpcGetMemHandle failed: %s",
@@ -738,12 +851,23 @@ static void cu_ipc_where(const void *ptr, char *where, size_t len)
     }
 }
 
+/* Can this process map the memory of a peer whose device is named
+ * peer_where?  Refused only where it is known not to work: a device this
+ * process sees that is neither its own nor a peer of it
+ * (cudaDeviceCanAccessPeer; "cudaDeviceCanAccessPeer can determine if a
+ * mapping is possible").  A device it does not see is no reason:
+ * "cudaIpcOpenMemHandle can open handles to devices that may not be
+ * visible in the process calling the API" -- with a per-task
+ * CUDA_VISIBLE_DEVICES (SLURM's --gpus-per-task) every peer's GPU is
+ * hidden; whether the two GPUs can map each other's memory is then known
+ * only by opening the handle, and a failure there makes the registration
+ * fall back on every rank. */
 static int cu_ipc_reachable(const char *peer_where)
 {
     int peer = -1, mine = cu_scratch_device(NULL), can = 0;
     if (cudaDeviceGetByPCIBusId(&peer, peer_where) != cudaSuccess) {
         cudaGetLastError();
-        return 0;   /* not visible in this process */
+        return 1;   /* not visible here: cudaIpcOpenMemHandle decides */
     }
     if (peer == mine) {
         return 1;
@@ -784,10 +908,15 @@ static void cu_ipc_published(void *ptr)
 
 static void cu_ipc_close(void *ptr)
 {
+    /* In the context that opened it (the device it is mapped on). */
+    const int d = cu_ptr_device(ptr);
     collar_ptrcache_forget(cu.cache, ptr, 1);
+    cu_current_t cur;
+    cu_enter(d, &cur);
     if (cudaIpcCloseMemHandle(ptr) != cudaSuccess) {
         cudaGetLastError();
     }
+    cu_restore_current(&cur);
 }
 
 const collar_device_t collar_device_cuda = {

@@ -27,12 +27,96 @@
 
 /* ------------------------------------------------------------ fake driver */
 
+/*
+ * Devices.  NDEV physical GPUs, bus 0x10 + i; pairs 0-1 and 2-3 have peer
+ * access.  FAKECUDA_VISIBLE_DEVICES (a list of physical indexes) chooses
+ * and renumbers the devices this process sees, as the driver does with
+ * CUDA_VISIBLE_DEVICES: every ordinal below is this process's (0 ..
+ * fake_nvis - 1), and cudaDeviceGetByPCIBusId fails for a device it does
+ * not see.  (A name of its own: a CUDA_VISIBLE_DEVICES set for a real GPU
+ * must not change the fake's devices under the other tests.)
+ */
+static int fake_vis[NDEV];   /* ordinal -> physical index */
+static int fake_nvis = -1;
+
+static void fake_visible(void)
+{
+    if (fake_nvis >= 0) {
+        return;
+    }
+    const char *env = getenv("FAKECUDA_VISIBLE_DEVICES");
+    int n = 0;
+    if (env == NULL) {
+        for (n = 0; n < NDEV; n++) {
+            fake_vis[n] = n;
+        }
+    } else {
+        /* As the driver does: the list ends at the first invalid entry. */
+        for (const char *p = env; *p != '\0' && n < NDEV;) {
+            char *end;
+            const long d = strtol(p, &end, 10);
+            if (end == p || d < 0 || d >= NDEV) {
+                break;
+            }
+            fake_vis[n++] = (int)d;
+            p = *end == ',' ? end + 1 : end;
+        }
+    }
+    fake_nvis = n;
+}
+
+/* The physical index of ordinal d, or -1. */
+static int fake_phys(int d)
+{
+    fake_visible();
+    return d >= 0 && d < fake_nvis ? fake_vis[d] : -1;
+}
+
+/* The ordinal of physical device p in this process, or -1 (not visible). */
+static int fake_ordinal(int p)
+{
+    fake_visible();
+    for (int d = 0; d < fake_nvis; d++) {
+        if (fake_vis[d] == p) {
+            return d;
+        }
+    }
+    return -1;
+}
+
+static int fake_peers(int p, int q)
+{
+    return p / 2 == q / 2;
+}
+
 static int       ctx_store[NDEV];
 static _Thread_local CUcontext cur_ctx;   /* the thread's current context */
 static unsigned  touched;                 /* bit d: a context made current on d */
 static unsigned  synced;                  /* bit d: cudaDeviceSynchronize on d */
 static int       nsync;
 static int       memcpy_device = -1, malloc_device = -1, hostalloc_device = -1;
+
+/*
+ * Contexts of this process, as the CUDA Runtime API documents them
+ * ("Interactions with the CUDA Driver API", "Initialization and
+ * Tear-Down"; Programming Guide, "Initialization"): cudaSetDevice makes
+ * the device's primary context current to the calling thread and, since
+ * CUDA 12, initialises it at once; "If no CUcontext is current to the
+ * calling thread when a CUDA Runtime API call which requires an active
+ * context is made, then the primary context for a device will be
+ * selected, made current to the calling thread, and initialized" -- the
+ * thread's current device, 0 until cudaSetDevice chose another.  So a
+ * call that needs a context on a thread without one (collar's progress
+ * thread, a thread of the application's that never touched CUDA) creates
+ * a context on GPU 0: hundreds of MB of device memory there, and an error
+ * on a GPU in EXCLUSIVE_PROCESS mode that another rank holds.
+ * fake_contexts records the devices that got a context, fake_implicit
+ * the functions that made one current that way (the report at exit,
+ * collar_fakecuda.c).
+ */
+static _Atomic unsigned fake_contexts;
+static _Atomic unsigned fake_implicit_n;
+static const char *_Atomic fake_implicit[16];
 
 static CUcontext ctx_of(int d)
 {
@@ -49,16 +133,35 @@ static int ctx_device(CUcontext c)
     return -1;
 }
 
-/* The runtime's notion of the current device: the current context's, or
- * device 0 (whose context the next call creates). */
-static int cur_device(void)
+static void fake_note_implicit(const char *fn)
+{
+    const unsigned n = atomic_load(&fake_implicit_n);
+    for (unsigned i = 0; i < n && i < 16; i++) {
+        if (strcmp(atomic_load(&fake_implicit[i]), fn) == 0) {
+            return;
+        }
+    }
+    const unsigned i = atomic_fetch_add(&fake_implicit_n, 1);
+    if (i < 16) {
+        atomic_store(&fake_implicit[i], fn);
+    }
+}
+
+/* The device of the calling thread's current context, for runtime call
+ * `fn`, which needs one: without one, device 0's primary context is made
+ * current (and recorded). */
+static int fake_current(const char *fn)
 {
     if (cur_ctx == NULL) {
         cur_ctx = ctx_of(0);
         touched |= 1u;
+        fake_note_implicit(fn);
     }
-    return ctx_device(cur_ctx);
+    const int d = ctx_device(cur_ctx);
+    atomic_fetch_or(&fake_contexts, 1u << d);
+    return d;
 }
+#define cur_device() fake_current(__func__)
 
 typedef struct {
     char              *base;
@@ -67,6 +170,7 @@ typedef struct {
     int                managed;
     unsigned long long id;
     int                shared;   /* 1: its IPC name is linked; 2: a peer's, mapped */
+    _Atomic int       *opens;    /* shared: the processes that have it open */
 } fake_alloc_t;
 
 static fake_alloc_t allocs[FAKE_ALLOCS];
@@ -86,7 +190,7 @@ static fake_alloc_t *fake_map(size_t size, int device, int managed)
     if (base == MAP_FAILED) {
         abort();
     }
-    *a = (fake_alloc_t){ base, size, device, managed, next_id++, 0 };
+    *a = (fake_alloc_t){ base, size, device, managed, next_id++, 0, NULL };
     return a;
 }
 
@@ -165,7 +269,8 @@ static CUresult fake_ctx_set(CUcontext c)
 
 cudaError_t cudaGetDeviceCount(int *n)
 {
-    *n = NDEV;
+    fake_visible();
+    *n = fake_nvis;
     return cudaSuccess;
 }
 
@@ -197,14 +302,16 @@ cudaError_t cudaDriverGetVersion(int *v) { *v = 12000; return cudaSuccess; }
 
 cudaError_t cudaSetDevice(int d)
 {
-    if (d < 0 || d >= NDEV) {
+    if (fake_phys(d) < 0) {
         return cudaErrorInvalidDevice;
     }
     cur_ctx = ctx_of(d);
     touched |= 1u << d;
+    atomic_fetch_or(&fake_contexts, 1u << d);
     return cudaSuccess;
 }
 
+/* The thread's current device: no context is created. */
 cudaError_t cudaGetDevice(int *d)
 {
     *d = cur_ctx ? ctx_device(cur_ctx) : 0;
@@ -240,12 +347,19 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
     return cudaSuccess;
 }
 
-cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
+/* Streams, events, frees: each needs a context (see above). */
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    (void)s;
+    cur_device();
+    return cudaSuccess;
+}
 
 static int event_store;
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
 {
     (void)flags;
+    cur_device();
     *e = (cudaEvent_t)(void *)&event_store;
     return cudaSuccess;
 }
@@ -253,10 +367,21 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
     (void)e;
     (void)s;
+    cur_device();
     return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t e) { (void)e; return cudaSuccess; }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { (void)e; return cudaSuccess; }
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    (void)e;
+    cur_device();
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    (void)e;
+    cur_device();
+    return cudaSuccess;
+}
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n,
                             enum cudaMemcpyKind kind, cudaStream_t s)
@@ -277,11 +402,25 @@ cudaError_t cudaMalloc(void **p, size_t n)
     return cudaSuccess;
 }
 
-/* IPC: a handle names the allocation's shared memory object (the owner's
- * process id and the allocation's id) and carries its pointer and size;
- * opened in the owner's process it gives the pointer back, elsewhere it
- * maps the object (a fake device allocation there too).  Opening notes the
- * device current at the time. */
+/*
+ * IPC: a handle names the allocation's shared memory object (the owner's
+ * process id and the allocation's id) and carries its pointer, size and
+ * physical device; opened in the owner's process it gives the pointer
+ * back, elsewhere it maps the object (a fake device allocation there too,
+ * on the device current at the time, which opening notes).
+ *
+ * The rules of the CUDA Runtime API that the fake enforces:
+ *   - cudaIpcOpenMemHandle "can open handles to devices that may not be
+ *     visible in the process calling the API": opening never asks whether
+ *     the owner's device is visible here; it fails only where the two
+ *     physical devices are neither the same nor peers ("cudaDeviceCanAccessPeer
+ *     can determine if a mapping is possible").
+ *   - "Calling cudaFree on an exported memory region before calling
+ *     cudaIpcCloseMemHandle in the importing context will result in
+ *     undefined behavior": the object's last page counts the processes
+ *     that have it open, and the owner's cudaFree aborts, naming the rule,
+ *     while that count is not 0.
+ */
 static int ipc_opens, ipc_closes, ipc_open_device = -1;
 
 typedef struct {
@@ -289,7 +428,7 @@ typedef struct {
     unsigned long long id;
     void              *ptr;
     size_t             size;
-    int                device;
+    int                phys;     /* the owner's physical device */
 } fake_ipc_t;
 
 _Static_assert(sizeof(fake_ipc_t) <= sizeof(((cudaIpcMemHandle_t *)0)->reserved),
@@ -301,14 +440,42 @@ static void fake_ipc_name(char *name, size_t len, long long pid,
     snprintf(name, len, "/collar-fakecuda-%lld-%llu", pid, id);
 }
 
+/* Where an object's count of openers is: the page after its data. */
+static off_t fake_count_offset(size_t size)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (off_t)((size + page - 1) / page * page);
+}
+
+static _Atomic int *fake_map_count(int fd, size_t size)
+{
+    void *c = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                   fake_count_offset(size));
+    return c == MAP_FAILED ? NULL : (_Atomic int *)c;
+}
+
 cudaError_t cudaFree(void *p)
 {
+    cur_device();
     fake_alloc_t *a = fake_find(p);
     if (a != NULL) {
         if (a->shared == 1) {
+            const int open = a->opens != NULL ? atomic_load(a->opens) : 0;
+            if (open != 0) {
+                fprintf(stderr, "fake cuda: cudaFree(%p) of IPC memory that %d "
+                        "other process(es) still have open: \"Calling cudaFree "
+                        "on an exported memory region before calling "
+                        "cudaIpcCloseMemHandle in the importing context will "
+                        "result in undefined behavior\" (cudaIpcOpenMemHandle)\n",
+                        p, open);
+                abort();
+            }
             char name[64];
             fake_ipc_name(name, sizeof(name), (long long)getpid(), a->id);
             shm_unlink(name);
+        }
+        if (a->opens != NULL) {
+            munmap((void *)a->opens, sizeof(int));
         }
         munmap(a->base, a->size);
         a->id = 0;
@@ -329,7 +496,8 @@ __attribute__((destructor)) static void fake_ipc_unlink_all(void)
     }
 }
 
-/* Move allocation a into a shared memory object at the same address. */
+/* Move allocation a into a shared memory object at the same address (and
+ * map the count of its openers). */
 static int fake_share(fake_alloc_t *a)
 {
     char name[64];
@@ -338,8 +506,9 @@ static int fake_share(fake_alloc_t *a)
     if (fd < 0) {
         return -1;
     }
-    if (ftruncate(fd, (off_t)a->size) != 0
+    if (ftruncate(fd, fake_count_offset(a->size) + (off_t)sysconf(_SC_PAGESIZE)) != 0
         || pwrite(fd, a->base, a->size, 0) != (ssize_t)a->size
+        || (a->opens = fake_map_count(fd, a->size)) == NULL
         || mmap(a->base, a->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
                 fd, 0) == MAP_FAILED) {
         close(fd);
@@ -353,12 +522,13 @@ static int fake_share(fake_alloc_t *a)
 
 cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t *h, void *p)
 {
+    cur_device();
     memset(h, 0, sizeof(*h));
     fake_alloc_t *a = fake_find(p);
     if (a == NULL || (a->shared == 0 && fake_share(a) != 0)) {
         return cudaErrorInvalidValue;
     }
-    const fake_ipc_t f = { getpid(), a->id, a->base, a->size, a->device };
+    const fake_ipc_t f = { getpid(), a->id, a->base, a->size, fake_phys(a->device) };
     memcpy(h->reserved, &f, sizeof(f));
     return cudaSuccess;
 }
@@ -368,8 +538,12 @@ cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t h, unsigned flags)
     if (flags != cudaIpcMemLazyEnablePeerAccess) {
         return cudaErrorInvalidValue;
     }
+    const int here = cur_device();
     fake_ipc_t f;
     memcpy(&f, h.reserved, sizeof(f));
+    if (f.phys != fake_phys(here) && !fake_peers(f.phys, fake_phys(here))) {
+        return cudaErrorPeerAccessUnsupported;
+    }
     if (f.pid == (long long)getpid()) {
         *p = f.ptr;
     } else {
@@ -383,22 +557,31 @@ cudaError_t cudaIpcOpenMemHandle(void **p, cudaIpcMemHandle_t h, unsigned flags)
             return cudaErrorInvalidValue;
         }
         void *base = mmap(NULL, f.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        _Atomic int *opens = fake_map_count(fd, f.size);
         close(fd);
-        if (base == MAP_FAILED) {
+        if (base == MAP_FAILED || opens == NULL) {
+            if (base != MAP_FAILED) {
+                munmap(base, f.size);
+            }
             return cudaErrorInvalidValue;
         }
-        allocs[nalloc++] = (fake_alloc_t){ base, f.size, f.device, 0, next_id++, 2 };
+        atomic_fetch_add(opens, 1);
+        allocs[nalloc++] = (fake_alloc_t){ base, f.size, here, 0, next_id++, 2,
+                                           opens };
         *p = base;
     }
-    ipc_open_device = cur_device();
+    ipc_open_device = here;
     ipc_opens++;
     return cudaSuccess;
 }
 
 cudaError_t cudaIpcCloseMemHandle(void *p)
 {
+    cur_device();
     fake_alloc_t *a = fake_find(p);
     if (a != NULL && a->shared == 2) {
+        atomic_fetch_sub(a->opens, 1);
+        munmap((void *)a->opens, sizeof(int));
         munmap(a->base, a->size);
         a->id = 0;
     }
@@ -406,25 +589,35 @@ cudaError_t cudaIpcCloseMemHandle(void *p)
     return cudaSuccess;
 }
 
+/* Device management: no context needed.  Bus ids are physical, ordinals
+ * this process's. */
 cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int d)
 {
-    snprintf(id, (size_t)len, "0000:%02x:00.0", 0x10 + d);
+    const int phys = fake_phys(d);
+    if (phys < 0) {
+        return cudaErrorInvalidDevice;
+    }
+    snprintf(id, (size_t)len, "0000:%02x:00.0", 0x10 + phys);
     return cudaSuccess;
 }
 
 cudaError_t cudaDeviceGetByPCIBusId(int *d, const char *id)
 {
     unsigned bus = 0;
-    if (sscanf(id, "0000:%x:00.0", &bus) != 1 || bus < 0x10 || bus >= 0x10 + NDEV) {
+    if (sscanf(id, "0000:%x:00.0", &bus) != 1 || bus < 0x10 || bus >= 0x10 + NDEV
+        || fake_ordinal((int)bus - 0x10) < 0) {
         return cudaErrorInvalidDevice;
     }
-    *d = (int)bus - 0x10;
+    *d = fake_ordinal((int)bus - 0x10);
     return cudaSuccess;
 }
 
 cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int peer)
 {
-    *can = (d / 2) == (peer / 2);   /* pairs 0-1 and 2-3 are linked */
+    if (fake_phys(d) < 0 || fake_phys(peer) < 0) {
+        return cudaErrorInvalidDevice;
+    }
+    *can = fake_peers(fake_phys(d), fake_phys(peer));
     return cudaSuccess;
 }
 
@@ -438,6 +631,7 @@ cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags)
 
 cudaError_t cudaFreeHost(void *p)
 {
+    cur_device();
     free(p);
     return cudaSuccess;
 }
@@ -445,6 +639,7 @@ cudaError_t cudaFreeHost(void *p)
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a,
                                      const void *p)
 {
+    cur_device();
     memset(a, 0, sizeof(*a));
     a->type = fake_find(p) ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
     return cudaSuccess;

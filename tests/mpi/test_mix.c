@@ -17,7 +17,19 @@
  * one).  Under a forced algorithm, ranks that chose differently would wait
  * for each other's messages forever: mix.test bounds each run.
  *
- * Usage: test_mix [--expect ALG] [--counts LIST]
+ * --devices LIST puts rank r's device buffers on device LIST[r % n] (by
+ * default 0) of the fake driver.  --lifetime runs, instead of the sixteen
+ * arrangements, what creates and frees collar's device state: on a
+ * duplicate of MPI_COMM_WORLD, blocking and nonblocking calls of growing
+ * sizes (a larger message makes ipc register a larger region), then
+ * MPI_Comm_free, twice; an MPI_Iallreduce whose communicator is freed
+ * before MPI_Wait; a persistent allreduce (where the MPI library has
+ * them) freed with its communicator; calls of growing sizes on
+ * MPI_COMM_WORLD, whose state goes at MPI_Finalize.  mix.test runs it
+ * under the fake driver's checks (IPC memory freed while a peer has it
+ * open, contexts on devices the buffers are not on).
+ *
+ * Usage: test_mix [--expect ALG] [--counts LIST] [--devices LIST] [--lifetime]
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -26,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "testutil.h"
 
 enum { MIX_SH_RD, MIX_SD_RH, MIX_BOTH, MIX_IN_PLACE, NMIX };
@@ -42,6 +55,9 @@ static last_alg_fn last_alg;
 /* The buffers, for the largest count: two device, two host (the fake
  * driver's table of allocations is small: no allocation a call). */
 static void *dsend, *drecv, *hsend, *hrecv;
+
+/* The communicator of one_call. */
+static MPI_Comm on_comm;
 
 /* Rank k's input at element i: small integers, exact in every type. */
 static double input(int k, long i)
@@ -133,8 +149,8 @@ static void one_call(int arrangement, MPI_Datatype dt, long n, int nonblocking,
                      const char *expect)
 {
     int rank, size, esize;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(on_comm, &rank);
+    MPI_Comm_size(on_comm, &size);
     MPI_Type_size(dt, &esize);
     const int mix = mix_of(arrangement, rank);
     const size_t bytes = (size_t)n * (size_t)esize;
@@ -154,12 +170,12 @@ static void one_call(int arrangement, MPI_Datatype dt, long n, int nonblocking,
     int rc;
     if (nonblocking) {
         MPI_Request req = MPI_REQUEST_NULL;
-        rc = MPI_Iallreduce(sbuf, recv, (int)n, dt, MPI_SUM, MPI_COMM_WORLD, &req);
+        rc = MPI_Iallreduce(sbuf, recv, (int)n, dt, MPI_SUM, on_comm, &req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
         }
     } else {
-        rc = MPI_Allreduce(sbuf, recv, (int)n, dt, MPI_SUM, MPI_COMM_WORLD);
+        rc = MPI_Allreduce(sbuf, recv, (int)n, dt, MPI_SUM, on_comm);
     }
     if (tu_check_rc(rc, what)) {
         long first;
@@ -170,16 +186,95 @@ static void one_call(int arrangement, MPI_Datatype dt, long n, int nonblocking,
     check_alg(what, expect);
 }
 
+/* Values of an in-place sum of `n` doubles on device memory, after the
+ * operation; `what` names it. */
+static void check_sum(const char *what, int rc, long n)
+{
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (tu_check_rc(rc, what)) {
+        long first;
+        const long bad = wrong(drecv, MPI_DOUBLE, n, size, &first);
+        tu_check(bad == 0, what, "%ld of %ld elements wrong, the first at %ld",
+                 bad, n, first);
+    }
+}
+
+/* See the top of the file. */
+static void lifetime(const char *expect, const long *counts, int ncounts)
+{
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const long most = counts[ncounts - 1];
+    for (int round = 0; round < 2; round++) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &on_comm);
+        for (int c = 0; c < ncounts; c++) {
+            one_call(round, MPI_DOUBLE, counts[c], 0, expect);
+            one_call(round + 1, MPI_DOUBLE, counts[c], 1, expect);
+        }
+        MPI_Comm_free(&on_comm);
+    }
+    /* The operation outlives its communicator's handle. */
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    fill(drecv, MPI_DOUBLE, 7, rank);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, drecv, 7, MPI_DOUBLE, MPI_SUM, c);
+    check_sum("blocking call before the communicator's free", rc, 7);
+    fill(drecv, MPI_DOUBLE, most, rank);
+    MPI_Request req = MPI_REQUEST_NULL;
+    rc = MPI_Iallreduce(MPI_IN_PLACE, drecv, (int)most, MPI_DOUBLE, MPI_SUM, c, &req);
+    MPI_Comm_free(&c);
+    if (rc == MPI_SUCCESS) {
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    check_sum("MPI_Iallreduce, MPI_Comm_free, MPI_Wait", rc, most);
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    fill(drecv, MPI_DOUBLE, 7, rank);
+    rc = MPI_Allreduce(MPI_IN_PLACE, drecv, 7, MPI_DOUBLE, MPI_SUM, c);
+    check_sum("blocking call before a persistent one", rc, 7);
+    rc = MPI_Allreduce_init(MPI_IN_PLACE, drecv, (int)most, MPI_DOUBLE, MPI_SUM, c,
+                            MPI_INFO_NULL, &req);
+    for (int k = 0; k < 2 && rc == MPI_SUCCESS; k++) {
+        fill(drecv, MPI_DOUBLE, most, rank);
+        rc = MPI_Start(&req);
+        if (rc == MPI_SUCCESS) {
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        check_sum("persistent allreduce", rc, most);
+    }
+    if (req != MPI_REQUEST_NULL) {
+        MPI_Request_free(&req);
+    }
+    MPI_Comm_free(&c);
+#endif
+    on_comm = MPI_COMM_WORLD;
+    for (int c = 0; c < ncounts; c++) {
+        one_call(2, MPI_DOUBLE, counts[c], c % 2, expect);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     tu_init("test_mix");
     const char *expect = NULL;
     long counts[8] = { 1, 7, 1031, 40000 };
-    int ncounts = 4;
+    int ncounts = 4, lives = 0, rank;
+    int devices[8] = { 0 }, ndevices = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    on_comm = MPI_COMM_WORLD;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--expect") == 0 && i + 1 < argc) {
             expect = argv[++i];
+        } else if (strcmp(argv[i], "--lifetime") == 0) {
+            lives = 1;
+        } else if (strcmp(argv[i], "--devices") == 0 && i + 1 < argc) {
+            char *p = argv[++i];
+            for (ndevices = 0; ndevices < 8 && *p != '\0'; ndevices++) {
+                devices[ndevices] = (int)strtol(p, &p, 10);
+                p += *p == ',';
+            }
         } else if (strcmp(argv[i], "--counts") == 0 && i + 1 < argc) {
             char *p = argv[++i];
             for (ncounts = 0; ncounts < 8 && *p != '\0'; ncounts++) {
@@ -200,16 +295,20 @@ int main(int argc, char **argv)
         most = counts[c] > most ? counts[c] : most;
     }
     const size_t bytes = (size_t)most * sizeof(double);
-    dsend = fake_malloc(bytes, 0);
-    drecv = fake_malloc(bytes, 0);
+    const int device = devices[rank % (ndevices > 0 ? ndevices : 1)];
+    dsend = fake_malloc(bytes, device);
+    drecv = fake_malloc(bytes, device);
     hsend = malloc(bytes);
     hrecv = malloc(bytes);
     if (dsend == NULL || drecv == NULL || hsend == NULL || hrecv == NULL) {
         tu_fail("setup", "no memory for %zu bytes", bytes);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    if (lives) {
+        lifetime(expect, counts, ncounts);
+    }
     const MPI_Datatype types[] = { MPI_INT, MPI_FLOAT, MPI_DOUBLE };
-    for (int a = 0; a < 16; a++) {
+    for (int a = 0; a < 16 && !lives; a++) {
         for (int t = 0; t < 3; t++) {
             for (int c = 0; c < ncounts; c++) {
                 for (int nb = 0; nb < 2; nb++) {

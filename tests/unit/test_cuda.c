@@ -14,7 +14,13 @@
  *     buffers;
  *   - IPC memory goes to the device of the call, its handle opens with
  *     lazy peer access on that device, reachability follows the PCI bus id
- *     and cudaDeviceCanAccessPeer, and closing and freeing reach the runtime.
+ *     and cudaDeviceCanAccessPeer (a device this process does not see is
+ *     left to cudaIpcOpenMemHandle), and closing and freeing reach the
+ *     runtime;
+ *   - no runtime call runs without a context current (which would make
+ *     device 0's current, fake_cuda.h): event queries, frees of device,
+ *     pinned and IPC memory on a thread without one (the progress thread)
+ *     select the device of what they touch, and leave no context behind.
  */
 #include "mem/cuda.c"
 #include "unit.h"
@@ -142,8 +148,10 @@ static void test_ipc(void)
     UNIT_CHECK(dev->ipc_reachable("0000:10:00.0"), "a peer device is reachable");
     UNIT_CHECK(!dev->ipc_reachable("0000:12:00.0"), "device 2 has no peer "
                "access to device 1");
-    UNIT_CHECK(!dev->ipc_reachable("0000:99:00.0"), "an invisible device is "
-               "not reachable");
+    /* A device this process does not see: cudaIpcOpenMemHandle can open
+     * its handles, so it decides. */
+    UNIT_CHECK(dev->ipc_reachable("0000:99:00.0"), "a device this process "
+               "does not see is refused before its handle is tried");
     UNIT_CHECK(dev->ipc_open(&h, &mapped) == COLLAR_OK && mapped == own,
                "IPC open");
     UNIT_CHECK(ipc_opens == 1 && ipc_open_device == 1, "opened %d times, on "
@@ -151,10 +159,17 @@ static void test_ipc(void)
     UNIT_CHECK(cur_ctx == ctx_of(2), "current device after the IPC open: %d",
                ctx_device(cur_ctx));
     dev->ipc_published(own);
+    /* Closed and freed on a thread without a context (the progress
+     * thread): on the memory's device, and none is left current. */
+    cur_ctx = NULL;
     dev->ipc_close(mapped);
     UNIT_CHECK(ipc_closes == 1, "closed %d times", ipc_closes);
     dev->ipc_free(own);
     UNIT_CHECK(fake_find(own) == NULL, "IPC memory freed");
+    UNIT_CHECK(cur_ctx == NULL && atomic_load(&fake_implicit_n) == 0,
+               "closing and freeing IPC memory without a current context "
+               "made device %d current (%s)", ctx_device(cur_ctx),
+               atomic_load(&fake_implicit_n) ? atomic_load(&fake_implicit[0]) : "");
 }
 
 static void test_scratch(void)
@@ -191,7 +206,15 @@ static void test_scratch(void)
     UNIT_CHECK(collar_scratch_get(dev, 100000, &again) == COLLAR_OK && again == s3,
                "device 3's scratch reused");
     collar_scratch_put(dev, again, 100000);
+    /* The pools given back on a thread without a context. */
+    cur_ctx = NULL;
     collar_pool_release_all();
+    UNIT_CHECK(cur_ctx == NULL && atomic_load(&fake_implicit_n) == 0,
+               "freeing scratch and pinned memory without a current context "
+               "made device %d current (%s)", ctx_device(cur_ctx),
+               atomic_load(&fake_implicit_n) ? atomic_load(&fake_implicit[0]) : "");
+    UNIT_CHECK((atomic_load(&fake_contexts) & 1u) == 0, "a context on device 0, "
+               "which no buffer of the test is on");
 
     cur_ctx = ctx_of(2);
     dev->finalize();
