@@ -140,6 +140,18 @@ collar_status_t collar_algo_hier_build(const collar_call_t *call,
 typedef collar_status_t (*collar_in_turn_fn_t)(collar_comm_t *comm,
                                                void (*fn)(collar_comm_t *comm));
 /*
+ * The end of the ipc algorithm's memory (ipc.c), at MPI_Finalize once
+ * collar_comm_finalize has released the predefined communicators: with
+ * `barrier` (the same on every process) a barrier on MPI_COMM_WORLD before
+ * the memory whose peers could not be heard from is freed.
+ */
+void collar_ipc_finalize(int barrier);
+/* The wait ipc uses where MPI_Comm_free waits for the other ranks: one
+ * that progresses collar's operations meanwhile (the engine's, handed down
+ * at start-up); PMPI_Wait until then. */
+typedef int (*collar_wait_fn_t)(MPI_Request *request, MPI_Status *status);
+void collar_ipc_set_wait(collar_wait_fn_t wait);
+/*
  * The rest of hier's eligibility, which needs the communicator, like
  * collar_algo_ipc_eligible: a communicator on one node runs ipc; one whose
  * ranks cannot be grouped by node runs chunked.  hier's communicators are

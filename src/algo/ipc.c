@@ -299,15 +299,20 @@ void collar_ipc_region_unref(ipc_region_t *g)
 
 /* MPI_Wait that progresses collar's operations meanwhile (this rank's
  * operations on other communicators may be what a peer waits for before
- * it reaches its MPI_Comm_free): the engine's, where the library has it
- * (src/interpose/progress.c); the unit tests link no engine. */
-int collar_wait_progress(MPI_Request *request, MPI_Status *status)
-    __attribute__((weak));
+ * it reaches its MPI_Comm_free): the engine's, which it hands down at
+ * start-up (collar_ipc_set_wait); the library's MPI_Wait without one (the
+ * unit tests link no engine). */
+static collar_wait_fn_t ipc_waiter;
+
+void collar_ipc_set_wait(collar_wait_fn_t wait)
+{
+    ipc_waiter = wait;
+}
 
 static int ipc_wait(MPI_Request *req)
 {
-    return collar_wait_progress != NULL ? collar_wait_progress(req, MPI_STATUS_IGNORE)
-                                        : PMPI_Wait(req, MPI_STATUS_IGNORE);
+    return ipc_waiter != NULL ? ipc_waiter(req, MPI_STATUS_IGNORE)
+                              : PMPI_Wait(req, MPI_STATUS_IGNORE);
 }
 
 /* The attribute's delete callback (MPI_Comm_free; MPI_Finalize for the

@@ -381,8 +381,6 @@ void collar_comm_finalize(void)
         PMPI_Comm_free_keyval(keyvals[k]);
         *keyvals[k] = MPI_KEYVAL_INVALID;
     }
-    /* Every process is here (MPI_Finalize), every schedule is over. */
-    collar_ipc_finalize(world_any_device);
     if (probe_comm != MPI_COMM_NULL) {
         PMPI_Comm_free(&probe_comm);
     }

@@ -285,11 +285,6 @@ typedef struct collar_comm {
  */
 collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
                                 collar_comm_t **state);
-/* The end of the ipc algorithm's memory (src/algo/ipc.c), from
- * collar_comm_finalize once the predefined communicators are released:
- * with `barrier` (the same on every process) a barrier on MPI_COMM_WORLD
- * before the memory whose peers could not be heard from is freed. */
-void collar_ipc_finalize(int barrier);
 /* The communicators of `hier` (node_sched, cross_comm), collectively over
  * the private communicator, blocking: call in the communicator's turn, from
  * a blocking allreduce.  Sets hier_made to 1, or -1 on every rank alike. */

@@ -116,6 +116,7 @@ static void collar_startup(void)
         collar_warn(INIT, "collar cannot start; every call passes through");
         return;
     }
+    collar_ipc_set_wait(collar_wait_progress);
     collar_paths.host_ranges = collar_mem_host_ranges();
     collar_engine.mpi_cuda_aware = collar_mpi_cuda_aware();
     /* MPI_COMM_WORLD's private duplicate, here where every process is in
@@ -159,6 +160,8 @@ static void collar_shutdown(void)
     collar_stats_report(MPI_COMM_WORLD);
     collar_check_finalize();
     collar_comm_finalize();
+    /* Every process is here (MPI_Finalize), every schedule is over. */
+    collar_ipc_finalize(collar_comm_world_wanted());
     collar_pool_release_all();
     collar_paths.host_ranges = NULL;
     collar_device_close();
