@@ -37,8 +37,11 @@ def main():
     named = set()
     overlapped = pairs = 0
     for path in a.files:
-        with open(path) as f:
-            doc = json.load(f)
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            fail(f"{path}: no trace: {e}")
         meta = doc["otherData"]
         if not a.merged and bool(meta["wrapped"]) != a.wrapped:
             fail(f"{path}: wrapped is {meta['wrapped']}")
@@ -65,7 +68,7 @@ def main():
                 ops[key].append(ev)
         calls = collections.Counter()
         for key, span in spans.items():
-            if a.alg and span["args"]["alg"] == a.alg:
+            if a.alg and span["args"]["alg"] == a.alg and span["args"]["coll"] == "allreduce":
                 calls[key[0]] += 1
             t0, t1 = span["ts"], span["ts"] + span["dur"]
             for s in ops.get(key, []):
@@ -86,9 +89,9 @@ def main():
         if a.calls is not None:
             for r, n in calls.items():
                 if n != a.calls:
-                    fail(f"{path}: rank {r}: {n} {a.alg} collectives, expected {a.calls}")
+                    fail(f"{path}: rank {r}: {n} {a.alg} allreduces, expected {a.calls}")
             if not calls:
-                fail(f"{path}: no {a.alg} collective")
+                fail(f"{path}: no {a.alg} allreduce")
     if a.ranks is not None and (len(ranks) != a.ranks or named != ranks):
         fail(f"ranks with events {sorted(ranks)}, named {sorted(named)}; "
              f"expected {a.ranks}")
