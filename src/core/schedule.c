@@ -390,10 +390,12 @@ static MPI_Comm step_comm(const collar_sched_t *s, const collar_step_t *t)
 
 /* ------------------------------------------------------------ observation */
 
+/* p in [base, base + len): addresses compared as numbers (they may point
+ * into different objects). */
 static int within(const void *p, const void *base, size_t len)
 {
-    return base != NULL && (const char *)p >= (const char *)base
-           && (const char *)p < (const char *)base + len;
+    const uintptr_t a = (uintptr_t)p, b = (uintptr_t)base;
+    return base != NULL && a >= b && a - b < len;
 }
 
 /* What a step is to the tools that watch (collar_observe). */

@@ -893,6 +893,10 @@ static void persist_start(collar_persist_t *p)
     if (rc != MPI_SUCCESS) {
         collar_error(COLL, "cannot start a persistent %s (MPI error %d)",
                      collar_coll_name(op->cc.coll), rc);
+        if (op->cc.obs.t0 != 0) {
+            collar_obs_coll_end(&op->cc.obs, op->cc.coll, COLLAR_ALG_STAGED,
+                                op->cc.bytes);
+        }
         collar_persist_finished(p, rc);
         return;
     }
