@@ -72,6 +72,10 @@ static const char *const stats_modes[] = {
 static const char *const stats_formats[] = {
     "text", "json", NULL
 };
+/* Indexed by collar_nvtx_level_t. */
+static const char *const nvtx_levels[] = {
+    "off", "coll", "steps", NULL
+};
 static const char *const subsys_names[] = {
     "init", "env", "tuning", "coll", "mem", "stats", NULL
 };
@@ -192,6 +196,20 @@ static const cfg_row_t table[] = {
     { "COLLAR_STATS_DEPTH", CFG_LONG, "1",
       "Call-site depth: how many of the application's frames name a call site.",
       FIELD(stats_depth), NULL, 1, COLLAR_STATS_MAX_DEPTH },
+    { "COLLAR_NVTX", CFG_ENUM, "coll",
+      "NVTX ranges in the domain collar, for Nsight Systems: off, coll (one "
+      "range per collective collar runs: name, algorithm, bytes), steps "
+      "(and one per step: copies, MPI calls, reductions, signals). Nothing "
+      "is recorded unless a tool is attached (docs/stats.md).",
+      FIELD(nvtx), nvtx_levels, 0, 0 },
+    { "COLLAR_TRACE", CFG_STRING, "",
+      "Write each rank's timeline of collectives and steps as Chrome-trace "
+      "JSON (Perfetto, chrome://tracing) to this file at MPI_Finalize; %h, "
+      "%p, %r expand to host, pid, rank; empty: off (docs/stats.md).",
+      FIELD(trace), NULL, 0, 0 },
+    { "COLLAR_TRACE_EVENTS", CFG_LONG, "65536",
+      "Events COLLAR_TRACE keeps: the last this many (a ring buffer).",
+      FIELD(trace_events), NULL, 16, 1L << 24 },
     { "COLLAR_PROGRESS", CFG_ENUM, "auto",
       "Who advances collar's operations while the application is inside "
       "other MPI calls: auto (a progress thread when the program asked for "

@@ -163,6 +163,9 @@ typedef struct {
     long                 stats_depth;
     int                  progress;       /* collar_progress_mode_t */
     long                 progress_interval_us;
+    int                  nvtx;           /* collar_nvtx_level_t */
+    char                *trace;          /* COLLAR_TRACE: file pattern */
+    long                 trace_events;
 } collar_config_t;
 
 /* COLLAR_PROGRESS: who advances collar's outstanding operations. */
@@ -509,6 +512,89 @@ void collar_stats_set_tuning_source(const char *source);
  * and print the report from rank 0.  Frees everything. */
 void collar_stats_report(MPI_Comm comm);
 
+/* ------------------------------------------------------------- observation */
+
+/*
+ * What collar ran, shown to tools (src/core/observe.c, nvtx.c, trace.c;
+ * docs/stats.md): NVTX ranges for Nsight Systems (COLLAR_NVTX), and the
+ * timeline COLLAR_TRACE writes.  The schedule engine and the conductors
+ * report each collective and each step; with nothing observing, a step
+ * costs one load of collar_observe.
+ */
+typedef enum {
+    COLLAR_NVTX_OFF,
+    COLLAR_NVTX_COLL,     /* a range per collective */
+    COLLAR_NVTX_STEPS     /* and per step */
+} collar_nvtx_level_t;
+
+/* Bits of collar_observe: who is listening. */
+enum {
+    COLLAR_OBS_NVTX       = 1u << 0,   /* ranges per collective */
+    COLLAR_OBS_NVTX_STEPS = 1u << 1,   /* ranges per step */
+    COLLAR_OBS_TRACE      = 1u << 2,   /* COLLAR_TRACE */
+    COLLAR_OBS_STEPS      = COLLAR_OBS_NVTX_STEPS | COLLAR_OBS_TRACE
+};
+extern int collar_observe;
+
+/* The phases of an operation, as tools name them (collar_phase_name). */
+typedef enum {
+    COLLAR_PHASE_COPY_IN,      /* from the application's buffer */
+    COLLAR_PHASE_COPY_OUT,     /* into the application's buffer */
+    COLLAR_PHASE_COPY,         /* between collar's own buffers */
+    COLLAR_PHASE_REDUCE,       /* on the device */
+    COLLAR_PHASE_HOST_REDUCE,
+    COLLAR_PHASE_MPI_ALLREDUCE,
+    COLLAR_PHASE_MPI_SEND,
+    COLLAR_PHASE_MPI_RECV,
+    COLLAR_PHASE_MPI_COLL,     /* the MPI library's collective on host copies */
+    COLLAR_PHASE_SIGNAL,       /* a one-int allreduce between ranks (ipc) */
+    COLLAR_PHASE_AGREE,        /* the status agreement */
+    COLLAR_PHASE_ORDER,        /* ordering after the caller's device work */
+    COLLAR_PHASE_CALL,         /* set-up (registration, continuation) */
+    COLLAR_PHASE_COUNT
+} collar_phase_t;
+
+const char *collar_phase_name(collar_phase_t phase);
+
+/* A span being observed: its start (ns, CLOCK_MONOTONIC; 0: not begun)
+ * and its NVTX range.  Zeroed, it is not begun. */
+typedef struct {
+    uint64_t t0;
+    uint64_t range;
+    uint32_t id;      /* an operation's number in this process */
+    uint16_t coll;    /* an operation's collar_coll_t, collar_alg_t */
+    uint16_t alg;
+} collar_obs_t;
+
+/* Where a phase ran in the timeline. */
+typedef enum {
+    COLLAR_TRACK_COLL,        /* the collectives */
+    COLLAR_TRACK_MPI,         /* MPI calls */
+    COLLAR_TRACK_HOST,        /* host work */
+    COLLAR_TRACK_STREAM       /* device stream n: COLLAR_TRACK_STREAM + n */
+} collar_track_t;
+
+/* At MPI_Init, after the configuration and right after a collective over
+ * MPI_COMM_WORLD (the moment every rank's timeline is aligned on): the
+ * NVTX domain when a tool is attached, the trace's ring buffer. */
+void collar_observe_init(int rank);
+/* At MPI_Finalize, with nothing outstanding: write the trace, end. */
+void collar_observe_finalize(void);
+uint64_t collar_obs_now(void);
+/* An operation (an id for its steps: the trace's op number). */
+void collar_obs_coll_begin(collar_obs_t *o, collar_coll_t coll,
+                           collar_alg_t alg, size_t bytes);
+void collar_obs_coll_end(collar_obs_t *o, collar_coll_t coll, collar_alg_t alg,
+                         size_t bytes);
+/* A phase of the operation `op` (the t0 of its collar_obs_t).  `start`,
+ * `end`: when the work actually ran, where known (0: the begin and end
+ * calls' times); `index`: the step's number in its schedule (-1: none). */
+void collar_obs_phase_begin(collar_obs_t *o, collar_phase_t phase,
+                            size_t bytes);
+void collar_obs_phase_end(collar_obs_t *o, collar_phase_t phase, size_t bytes,
+                          int track, const collar_obs_t *op, int index,
+                          uint64_t start, uint64_t end);
+
 /* ------------------------------------------------------- consistency check */
 
 /*
@@ -612,6 +698,7 @@ typedef struct {
     } u;
     MPI_Request    req;
     collar_event_t ev;
+    collar_obs_t   obs;    /* while COLLAR_OBS_STEPS observe it */
 } collar_step_t;
 
 typedef struct collar_sched collar_sched_t;
@@ -663,7 +750,17 @@ struct collar_sched {
     int                    local_only;
     int                    stats_on;     /* record `stats` when finished */
     double                 stats_t0;
+    /* What the operation is (coll, alg, bytes: set whether statistics
+     * are on or not), for statistics and observation. */
     collar_stats_call_t    stats;
+    /* Observation (collar_observe): the operation's span (begun by the
+     * conductor, else by collar_sched_start), and the application's
+     * buffers, which tell a copy-in from a copy-out. */
+    collar_obs_t           obs;
+    const void            *obs_send;
+    size_t                 obs_send_len;
+    const void            *obs_recv;
+    size_t                 obs_recv_len;
 };
 
 /* An empty schedule for an operation on `comm` (takes the next seq). */
@@ -710,6 +807,11 @@ void collar_sched_fail(collar_sched_t *s, collar_status_t st);
  * alone: COLLAR_OK, or COLLAR_ERR_INVALID naming the first such step.
  */
 collar_status_t collar_sched_check_pmpi(const collar_sched_t *s);
+/* The application's buffers of the operation (observation only: a copy
+ * from `send` is a copy-in, one into `recv` a copy-out). */
+void collar_sched_observe_buffers(collar_sched_t *s, const void *send,
+                                  size_t send_len, const void *recv,
+                                  size_t recv_len);
 /* 1 when steps [first, first + n) are all done (for CALL steps that wait
  * for more steps than COLLAR_STEP_MAX_DEPS). */
 int collar_sched_steps_done(const collar_sched_t *s, int first, int n);

@@ -82,6 +82,11 @@ typedef struct collar_device {
                                       collar_event_t *done);
     /* COLLAR_OK when complete, COLLAR_INPROGRESS when not, or an error. */
     collar_status_t (*event_query)(collar_event_t *ev);
+    /* Optional (NULL: unknown): when the complete operation of `ev`
+     * actually ran on its stream, in CLOCK_MONOTONIC nanoseconds; 0 when
+     * no longer known.  For the timeline (COLLAR_TRACE). */
+    int (*event_times)(const collar_event_t *ev, uint64_t *start,
+                       uint64_t *end);
     /* Make later stream work see what the caller queued on the device. */
     collar_status_t (*order_after_caller)(void);
     /* Optional (NULL: one device, 0).  The device ordinal of the scratch

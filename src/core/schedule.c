@@ -111,6 +111,7 @@ collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
     t->state = STEP_PENDING;
     t->req = MPI_REQUEST_NULL;
     memset(&t->ev, 0, sizeof(t->ev));
+    memset(&t->obs, 0, sizeof(t->obs));
     if (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE) {
         t->u.allreduce.ord = s->ncoll++;
     }
@@ -241,10 +242,24 @@ collar_status_t collar_sched_check_pmpi(const collar_sched_t *s)
     return COLLAR_OK;
 }
 
+void collar_sched_observe_buffers(collar_sched_t *s, const void *send,
+                                  size_t send_len, const void *recv,
+                                  size_t recv_len)
+{
+    s->obs_send = send;
+    s->obs_send_len = send_len;
+    s->obs_recv = recv;
+    s->obs_recv_len = recv_len;
+}
+
 void collar_sched_start(collar_sched_t *s)
 {
     if (collar_cfg.sim_strict && collar_sched_check_pmpi(s) != COLLAR_OK) {
         abort();  /* COLLAR_SIM_STRICT: a test is to fail loudly */
+    }
+    if (collar_observe && s->obs.t0 == 0) {
+        collar_obs_coll_begin(&s->obs, s->stats.coll, s->stats.alg,
+                              s->stats.bytes);
     }
     s->started = 1;
     if (s->ncoll > s->coll_issued || s->nextend > 0) {
@@ -285,7 +300,9 @@ void collar_sched_rewind(collar_sched_t *s)
         t->state = STEP_PENDING;
         t->req = MPI_REQUEST_NULL;
         memset(&t->ev, 0, sizeof(t->ev));
+        memset(&t->obs, 0, sizeof(t->obs));
     }
+    memset(&s->obs, 0, sizeof(s->obs));
     s->ndone = ndone;
     s->first_open = 0;
     s->coll_issued = coll;
@@ -371,6 +388,111 @@ static MPI_Comm step_comm(const collar_sched_t *s, const collar_step_t *t)
     }
 }
 
+/* ------------------------------------------------------------ observation */
+
+/* p in [base, base + len): addresses compared as numbers (they may point
+ * into different objects). */
+static int within(const void *p, const void *base, size_t len)
+{
+    const uintptr_t a = (uintptr_t)p, b = (uintptr_t)base;
+    return base != NULL && a >= b && a - b < len;
+}
+
+/* What a step is to the tools that watch (collar_observe). */
+static collar_phase_t step_phase(const collar_sched_t *s, const collar_step_t *t)
+{
+    switch (t->kind) {
+    case COLLAR_STEP_COPY:
+        if (within(t->u.copy.dst, s->obs_recv, s->obs_recv_len)) {
+            return COLLAR_PHASE_COPY_OUT;
+        }
+        return within(t->u.copy.src, s->obs_send, s->obs_send_len)
+               ? COLLAR_PHASE_COPY_IN : COLLAR_PHASE_COPY;
+    case COLLAR_STEP_DEV_REDUCE:
+    case COLLAR_STEP_DEV_REDUCE_N:  return COLLAR_PHASE_REDUCE;
+    case COLLAR_STEP_HOST_REDUCE:   return COLLAR_PHASE_HOST_REDUCE;
+    case COLLAR_STEP_IALLREDUCE:
+        /* ipc's signals are one-int MPI_MAX allreduces out of place; the
+         * data's are in place or of the application's type. */
+        return t->u.allreduce.count == 1 && t->u.allreduce.dt == MPI_INT
+               && t->u.allreduce.op == MPI_MAX
+               && t->u.allreduce.sbuf != MPI_IN_PLACE
+               && !within(t->u.allreduce.sbuf, s->obs_send, s->obs_send_len)
+               ? COLLAR_PHASE_SIGNAL : COLLAR_PHASE_MPI_ALLREDUCE;
+    case COLLAR_STEP_ISEND:         return COLLAR_PHASE_MPI_SEND;
+    case COLLAR_STEP_IRECV:         return COLLAR_PHASE_MPI_RECV;
+    case COLLAR_STEP_REQUEST:       return COLLAR_PHASE_MPI_COLL;
+    case COLLAR_STEP_AGREE:         return COLLAR_PHASE_AGREE;
+    case COLLAR_STEP_ORDER:         return COLLAR_PHASE_ORDER;
+    case COLLAR_STEP_CALL:          return COLLAR_PHASE_CALL;
+    }
+    return COLLAR_PHASE_CALL;
+}
+
+/* The bytes a step moves or reduces (0: none to speak of). */
+static size_t step_bytes(const collar_step_t *t)
+{
+    const void *second;
+    size_t bytes = 0;
+    switch (t->kind) {
+    case COLLAR_STEP_COPY:
+        return t->u.copy.bytes;
+    case COLLAR_STEP_DEV_REDUCE:
+    case COLLAR_STEP_HOST_REDUCE:
+        return t->u.reduce.count * collar_dtype_size(t->u.reduce.dt);
+    case COLLAR_STEP_DEV_REDUCE_N:
+        return t->u.reduce_n.count * collar_dtype_size(t->u.reduce_n.dt);
+    default:
+        return step_pmpi_buf(t, &bytes, &second) != NULL ? bytes : 0;
+    }
+}
+
+/* Where a step runs: its stream, the MPI library, or the host. */
+static int step_track(const collar_step_t *t)
+{
+    switch (t->kind) {
+    case COLLAR_STEP_COPY:
+        return COLLAR_TRACK_STREAM + t->u.copy.stream;
+    case COLLAR_STEP_DEV_REDUCE:
+        return COLLAR_TRACK_STREAM + t->u.reduce.stream;
+    case COLLAR_STEP_DEV_REDUCE_N:
+        return COLLAR_TRACK_STREAM + t->u.reduce_n.stream;
+    case COLLAR_STEP_IALLREDUCE:
+    case COLLAR_STEP_ISEND:
+    case COLLAR_STEP_IRECV:
+    case COLLAR_STEP_REQUEST:
+    case COLLAR_STEP_AGREE:
+        return COLLAR_TRACK_MPI;
+    default:
+        return COLLAR_TRACK_HOST;
+    }
+}
+
+static void observe_begin(const collar_sched_t *s, collar_step_t *t)
+{
+    if (t->obs.t0 == 0) {
+        collar_obs_phase_begin(&t->obs, step_phase(s, t), step_bytes(t));
+    }
+}
+
+/* Step `t` (index i) completed.  Device work: when it actually ran, where
+ * the device knows. */
+static void observe_end(const collar_sched_t *s, collar_step_t *t, int i)
+{
+    if (t->obs.t0 == 0) {
+        return;   /* skipped while draining, or begun before observing */
+    }
+    uint64_t start = 0, end = 0;
+    if ((t->kind == COLLAR_STEP_COPY || t->kind == COLLAR_STEP_DEV_REDUCE
+         || t->kind == COLLAR_STEP_DEV_REDUCE_N)
+        && s->dev->event_times != NULL
+        && !s->dev->event_times(&t->ev, &start, &end)) {
+        start = end = 0;
+    }
+    collar_obs_phase_end(&t->obs, step_phase(s, t), step_bytes(t),
+                         step_track(t), &s->obs, i, start, end);
+}
+
 /* Start step `t`.  Returns OK (now active or already done), INPROGRESS
  * (must wait for its turn) or an error. */
 static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
@@ -412,6 +534,9 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         t->state = STEP_ACTIVE;
         return COLLAR_OK;
     case COLLAR_STEP_HOST_REDUCE:
+        if (collar_observe & COLLAR_OBS_STEPS) {
+            observe_begin(s, t);   /* the work is done here, inline */
+        }
         if (collar_reduce_host(t->u.reduce.inout, t->u.reduce.in,
                                t->u.reduce.count, t->u.reduce.dt,
                                t->u.reduce.op) != 0) {
@@ -420,6 +545,9 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         t->state = STEP_DONE;
         return COLLAR_OK;
     case COLLAR_STEP_ORDER:
+        if (collar_observe & COLLAR_OBS_STEPS) {
+            observe_begin(s, t);
+        }
         COLLAR_CHECK(dev->order_after_caller());
         t->state = STEP_DONE;
         return COLLAR_OK;
@@ -491,6 +619,9 @@ static int call_poll(collar_sched_t *s, int i)
 {
     collar_step_t *t = &s->steps[i];
     const int extends = t->u.call.extends;
+    if (collar_observe & COLLAR_OBS_STEPS) {
+        observe_begin(s, t);
+    }
     s->extending = extends;
     collar_status_t st = t->u.call.fn(s, t->u.call.arg);
     s->extending = 0;
@@ -512,6 +643,9 @@ static int call_poll(collar_sched_t *s, int i)
     }
     t->state = STEP_DONE;
     s->ndone++;
+    if (collar_observe & COLLAR_OBS_STEPS) {
+        observe_end(s, &s->steps[i], i);
+    }
     if (extends) {
         s->nextend--;
         if (collar_cfg.sim_strict && collar_sched_check_pmpi(s) != COLLAR_OK) {
@@ -577,6 +711,9 @@ collar_status_t collar_sched_progress(collar_sched_t *s)
                     s->nactive--;
                     s->ndone++;
                     changed = 1;
+                    if (collar_observe & COLLAR_OBS_STEPS) {
+                        observe_end(s, t, i);
+                    }
                 }
             } else if (t->state == STEP_PENDING && deps_done(s, t)) {
                 int mpi_rc = MPI_SUCCESS;
@@ -605,6 +742,13 @@ collar_status_t collar_sched_progress(collar_sched_t *s)
                     changed = 1;
                 } else if (st == COLLAR_OK) {
                     changed = 1;
+                    if (collar_observe & COLLAR_OBS_STEPS
+                        && t->state != STEP_PENDING) {
+                        observe_begin(s, t);
+                        if (t->state == STEP_DONE) {
+                            observe_end(s, t, i);
+                        }
+                    }
                     if (t->state == STEP_DONE) {
                         s->ndone++;
                     } else {
@@ -631,6 +775,10 @@ collar_status_t collar_sched_progress(collar_sched_t *s)
      * step is issued or given up, and the last one passes the turn on. */
     if (s->turn_done && s->nactive == 0 && s->ndone == s->nsteps) {
         s->finished = 1;
+        if (collar_observe && s->obs.t0 != 0) {
+            collar_obs_coll_end(&s->obs, s->stats.coll, s->stats.alg,
+                                s->stats.bytes);
+        }
         return COLLAR_OK;
     }
     return COLLAR_INPROGRESS;

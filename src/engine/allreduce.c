@@ -338,7 +338,16 @@ static int allreduce_run(const collar_allreduce_args_t *a,
             s->stats = *stat;
         }
         /* ipc and hier change it when their IPC memory fails (collar_ipc_start). */
+        s->stats.coll = COLLAR_COLL_ALLREDUCE;
         s->stats.alg = plan.alg;
+        s->stats.mem = call.mem;
+        s->stats.bytes = call.bytes;
+        if (collar_observe) {
+            const char *send = call.in_place ? (const char *)rbuf
+                                             : (const char *)sbuf;
+            collar_sched_observe_buffers(s, send + call.lo, call.span,
+                                         (char *)rbuf + call.lo, call.span);
+        }
         st = build(&call, &plan, s);
         if (st == COLLAR_OK && stat != NULL) {
             stat->alg = s->stats.alg;

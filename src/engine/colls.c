@@ -113,6 +113,10 @@ typedef struct {
     collar_mem_kind_t mem; /* device when any buffer is */
     int           staged;
     collar_status_t failed;  /* collar's own failure, reported after */
+    /* Observed (collar_observe): the operation, begun when it is staged,
+     * and the blocking form's MPI call. */
+    collar_obs_t  obs;
+    collar_obs_t  mpi;
 } colls_call_t;
 
 
@@ -481,6 +485,21 @@ static collar_status_t stage_alloc(colls_call_t *cc)
     return COLLAR_OK;
 }
 
+/* copy_all as one phase of an observed operation. */
+static collar_status_t copy_observed(colls_call_t *cc, int out)
+{
+    if (cc->obs.t0 == 0 || !(collar_observe & COLLAR_OBS_STEPS)) {
+        return copy_all(cc, out);
+    }
+    const collar_phase_t phase = out ? COLLAR_PHASE_COPY_OUT : COLLAR_PHASE_COPY_IN;
+    collar_obs_t o;
+    collar_obs_phase_begin(&o, phase, cc->bytes);
+    collar_status_t st = copy_all(cc, out);
+    collar_obs_phase_end(&o, phase, cc->bytes, COLLAR_TRACK_STREAM, &cc->obs,
+                         -1, 0, 0);
+    return st;
+}
+
 /* Copy in what the call reads (after the caller's device work). */
 static void stage_copy_in(colls_call_t *cc)
 {
@@ -489,7 +508,7 @@ static void stage_copy_in(colls_call_t *cc)
     }
     collar_status_t st = colls_dev->order_after_caller();
     if (st == COLLAR_OK) {
-        st = copy_all(cc, 0);
+        st = copy_observed(cc, 0);
     }
     if (st != COLLAR_OK) {
         cc->failed = st;
@@ -538,10 +557,17 @@ static int stage_out(colls_call_t *cc, int rc)
     if (!cc->staged) {
         return rc;
     }
+    if (cc->mpi.t0 != 0) {
+        collar_obs_phase_end(&cc->mpi, COLLAR_PHASE_MPI_COLL, cc->bytes,
+                             COLLAR_TRACK_MPI, &cc->obs, -1, 0, 0);
+    }
     if (rc == MPI_SUCCESS && cc->failed == COLLAR_OK) {
-        cc->failed = copy_all(cc, 1);
+        cc->failed = copy_observed(cc, 1);
     }
     release(cc);
+    if (cc->obs.t0 != 0) {
+        collar_obs_coll_end(&cc->obs, cc->coll, COLLAR_ALG_STAGED, cc->bytes);
+    }
     if (rc != MPI_SUCCESS) {
         return rc;
     }
@@ -585,13 +611,22 @@ typedef struct {
  * reference is its own). */
 static collar_comm_t colls_comm = { .private_comm = MPI_COMM_NULL, .refs = 1 };
 
+/* How op_enter observes an operation it stages (collar_observe). */
+enum {
+    OBSERVE_NONE,        /* persistent: each MPI_Start is observed */
+    OBSERVE_NONBLOCKING, /* the operation and its copy-in; the schedule
+                            observes the rest */
+    OBSERVE_BLOCKING     /* and the MPI library's call (stage_out ends it) */
+};
+
 /*
  * Describe the call, allocate host copies for its device buffers and, when
  * `copy_in`, fill them.  MPI_SUCCESS: op->s and op->r are what the MPI call
  * gets; else the error to return without the collective (no memory at all,
  * reported through the communicator's error handler).
  */
-static int op_enter(colls_op_t *op, const collar_coll_args_t *a, int copy_in)
+static int op_enter(colls_op_t *op, const collar_coll_args_t *a, int copy_in,
+                    int observe)
 {
     colls_call_t *cc = &op->cc;
     *cc = (colls_call_t){ .coll = a->coll, .comm = a->comm, .mem = COLLAR_MEM_HOST };
@@ -633,8 +668,15 @@ static int op_enter(colls_op_t *op, const collar_coll_args_t *a, int copy_in)
         PMPI_Comm_call_errhandler(cc->comm, MPI_ERR_OTHER);
         return MPI_ERR_OTHER;
     }
+    if (observe != OBSERVE_NONE && collar_observe && cc->staged) {
+        collar_obs_coll_begin(&cc->obs, cc->coll, COLLAR_ALG_STAGED, cc->bytes);
+    }
     if (copy_in) {
         stage_copy_in(cc);
+    }
+    if (observe == OBSERVE_BLOCKING && cc->obs.t0 != 0
+        && (collar_observe & COLLAR_OBS_STEPS)) {
+        collar_obs_phase_begin(&cc->mpi, COLLAR_PHASE_MPI_COLL, cc->bytes);
     }
     op->s = host_ptr(cc, a->sbuf);
     op->r = host_ptr(cc, a->rbuf);
@@ -746,6 +788,21 @@ static void op_start_schedule(colls_op_t *op)
         s->stats = op->stat;
         s->stats_t0 = op->t0;
     }
+    s->stats.coll = op->cc.coll;
+    s->stats.alg = COLLAR_ALG_STAGED;
+    s->stats.bytes = op->cc.bytes;
+    if (collar_observe) {
+        /* The operation began with its copy-in (op_enter, persist_start). */
+        s->obs = op->cc.obs;
+        op->cc.obs.t0 = 0;
+        for (int i = 0; i < op->cc.nbuf; i++) {
+            const colls_buf_t *b = &op->cc.buf[i];
+            if (b->recv) {
+                collar_sched_observe_buffers(s, NULL, 0, (const char *)b->user + b->lo,
+                                             b->len);
+            }
+        }
+    }
     collar_sched_start(s);
 }
 
@@ -758,6 +815,10 @@ static void op_start_schedule(colls_op_t *op)
 static int op_istart(colls_op_t *op, int rc, MPI_Request *request)
 {
     if (rc != MPI_SUCCESS || !op->cc.staged) {
+        if (op->cc.obs.t0 != 0) {
+            collar_obs_coll_end(&op->cc.obs, op->cc.coll, COLLAR_ALG_STAGED,
+                                op->cc.bytes);
+        }
         if (rc == MPI_SUCCESS) {
             *request = op->inner;
             /* For a nonblocking call: the time to start it (docs/stats.md). */
@@ -818,6 +879,10 @@ static void persist_start(collar_persist_t *p)
     if (collar_stats_on) {
         op->t0 = PMPI_Wtime();
     }
+    if (collar_observe) {
+        collar_obs_coll_begin(&op->cc.obs, op->cc.coll, COLLAR_ALG_STAGED,
+                              op->cc.bytes);
+    }
     stage_copy_in(&op->cc);
     int rc = PMPI_Start(&op->inner);
     if (rc == MPI_SUCCESS && op->agree) {
@@ -828,6 +893,10 @@ static void persist_start(collar_persist_t *p)
     if (rc != MPI_SUCCESS) {
         collar_error(COLL, "cannot start a persistent %s (MPI error %d)",
                      collar_coll_name(op->cc.coll), rc);
+        if (op->cc.obs.t0 != 0) {
+            collar_obs_coll_end(&op->cc.obs, op->cc.coll, COLLAR_ALG_STAGED,
+                                op->cc.bytes);
+        }
         collar_persist_finished(p, rc);
         return;
     }
@@ -1171,7 +1240,7 @@ static int issue(const collar_coll_args_t *a, form_t form, const void *s,
 int collar_coll_run(const collar_coll_args_t *a)
 {
     colls_op_t op;
-    int rc = op_enter(&op, a, 1);
+    int rc = op_enter(&op, a, 1, OBSERVE_BLOCKING);
     if (rc == MPI_SUCCESS) {
         rc = op_leave(&op, issue(a, FORM_BLOCKING, op.s, op.r, MPI_INFO_NULL,
                                  NULL));
@@ -1186,7 +1255,7 @@ int collar_coll_start(const collar_coll_args_t *a, MPI_Request *request)
         return issue(a, FORM_NONBLOCKING, a->sbuf, a->rbuf, MPI_INFO_NULL,
                      request);
     }
-    int rc = op_enter(op, a, 1);
+    int rc = op_enter(op, a, 1, OBSERVE_NONBLOCKING);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1203,7 +1272,7 @@ int collar_coll_init(const collar_coll_args_t *a, MPI_Info info,
     if (op == NULL) {
         return issue(a, FORM_PERSISTENT, a->sbuf, a->rbuf, info, request);
     }
-    int rc = op_enter(op, a, 1);
+    int rc = op_enter(op, a, 1, OBSERVE_NONE);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;
@@ -1224,7 +1293,7 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x)
     const MPI_Count n = x->count;
     if (x->request == NULL) {
         colls_op_t op;
-        int rc = op_enter(&op, &a, 1);
+        int rc = op_enter(&op, &a, 1, OBSERVE_BLOCKING);
         if (rc == MPI_SUCCESS) {
 #if defined(HAVE_PMPI_ALLREDUCE_C)
             rc = x->large ? PMPI_Allreduce_c(op.s, op.r, n, x->dtype, op_, x->comm)
@@ -1254,7 +1323,8 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x)
         return MPI_ERR_NO_MEM;
     }
     /* Persistent: each MPI_Start copies in (persist_start), not the init. */
-    int rc = op_enter(op, &a, !x->persistent);
+    int rc = op_enter(op, &a, !x->persistent,
+                      x->persistent ? OBSERVE_NONE : OBSERVE_NONBLOCKING);
     if (rc != MPI_SUCCESS) {
         free(op);
         return rc;

@@ -117,6 +117,9 @@ static void collar_startup(void)
         return;
     }
     collar_ipc_set_wait(collar_wait_progress);
+    /* Right after collar_comm_init's collective over MPI_COMM_WORLD: the
+     * moment the ranks' timelines are aligned on. */
+    collar_observe_init(rank);
     collar_paths.host_ranges = collar_mem_host_ranges();
     collar_engine.mpi_cuda_aware = collar_mpi_cuda_aware();
     /* MPI_COMM_WORLD's private duplicate, here where every process is in
@@ -157,6 +160,7 @@ static void collar_shutdown(void)
     }
     collar_run_drain();
     collar_persist_finalize();
+    collar_observe_finalize();
     collar_stats_report(MPI_COMM_WORLD);
     collar_check_finalize();
     collar_comm_finalize();

@@ -95,7 +95,17 @@ typedef struct sim_op {
     const void    *srcs[COLLAR_REDUCE_N_MAX];
 } sim_op_t;
 
+/* When the last SIM_TIMES operations of a stream ran (event_times), by
+ * ticket modulo SIM_TIMES; written by the worker before it completes the
+ * ticket, read after. */
+#define SIM_TIMES 256
+typedef struct {
+    _Atomic uint64_t ticket;
+    _Atomic uint64_t start, end;
+} sim_time_t;
+
 struct collar_stream {
+    sim_time_t       times[SIM_TIMES];
     pthread_t        thread;
     pthread_mutex_t  lock;
     pthread_cond_t   cond;
@@ -219,6 +229,7 @@ static void *sim_worker(void *arg)
         pthread_mutex_unlock(&s->lock);
 
         sim_jitter(s);
+        const uint64_t start = now_ns();
         if (op->fail) {
             /* Injected failure: nothing is done; the event reports it. */
         } else if (op->kind == SIM_COPY) {
@@ -237,6 +248,12 @@ static void *sim_worker(void *arg)
             sim_device_time((size_t)(op->nsrc + 1) * op->count
                             * collar_dtype_size(op->dt), now_ns() - t0);
         }
+        sim_time_t *tm = &s->times[op->ticket % SIM_TIMES];
+        atomic_store_explicit(&tm->ticket, 0, memory_order_relaxed);
+        atomic_thread_fence(memory_order_release);
+        atomic_store_explicit(&tm->start, start, memory_order_relaxed);
+        atomic_store_explicit(&tm->end, now_ns(), memory_order_relaxed);
+        atomic_store_explicit(&tm->ticket, op->ticket, memory_order_release);
         atomic_store_explicit(&s->completed, op->ticket, memory_order_release);
         free(op);
 
@@ -834,6 +851,24 @@ static collar_status_t sim_event_query(collar_event_t *ev)
     return ev->handle == &sim_failed_marker ? COLLAR_ERR_DEVICE : COLLAR_OK;
 }
 
+static int sim_event_times(const collar_event_t *ev, uint64_t *start,
+                           uint64_t *end)
+{
+    struct collar_stream *s = ev->stream;
+    if (s == NULL) {
+        return 0;
+    }
+    sim_time_t *tm = &s->times[ev->ticket % SIM_TIMES];
+    if (atomic_load_explicit(&tm->ticket, memory_order_acquire) != ev->ticket) {
+        return 0;
+    }
+    *start = atomic_load_explicit(&tm->start, memory_order_relaxed);
+    *end = atomic_load_explicit(&tm->end, memory_order_relaxed);
+    /* Not overwritten meanwhile by an operation SIM_TIMES later. */
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&tm->ticket, memory_order_relaxed) == ev->ticket;
+}
+
 static collar_status_t sim_order_after_caller(void)
 {
     /* Nothing of the caller's is ever queued on a simulated device. */
@@ -855,6 +890,7 @@ const collar_device_t collar_device_sim = {
     .reduce_async       = sim_reduce_async,
     .reduce_n_async     = sim_reduce_n_async,
     .event_query        = sim_event_query,
+    .event_times        = sim_event_times,
     .order_after_caller = sim_order_after_caller,
     .is_dev_scratch     = sim_is_dev_scratch,
     .ipc_alloc          = sim_ipc_alloc,

@@ -16,11 +16,7 @@ set -eu
 prog=$1
 pairs=${PAIRS:-5}
 args="--bytes ${BYTES:-8} --iters ${ITERS:-2000} --batches ${BATCHES:-31}"
-opts=""
-if "$MPIRUN" --version 2>/dev/null | grep -q "Open MPI\|OpenRTE"; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    opts="--oversubscribe"
-fi
+. "$(dirname "$0")/bench_lib.sh"
 
 # run PRELOAD [VAR=VALUE ...]: one run; prints "<us> <library level>".
 run() {
@@ -29,10 +25,6 @@ run() {
     # shellcheck disable=SC2086
     "$MPIRUN" $opts -np 2 env ${preload:+LD_PRELOAD=$preload} "$@" "$prog" $args \
         | sed -n 's/^\([0-9.]*\) us, library thread level \([0-9]*\)$/\1 \2/p'
-}
-
-median() {
-    sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 # setting LABEL PRELOAD [VAR=VALUE ...]
