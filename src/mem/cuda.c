@@ -229,9 +229,22 @@ static collar_status_t cu_query(void *ctx, const void *ptr,
             CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
         };
         void *data[] = { &type, &managed, &ordinal, &id, &start, &size };
-        /* Not an error for a pointer the driver does not know: the
-         * attributes stay zero, which reads as host memory. */
-        if (cu.get_attrs(6, attrs, data, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
+        /* A pointer the driver does not know is no error ("the attributes
+         * are assigned default NULL values"): zero reads as host memory,
+         * and so does a driver not (or no longer) initialized.  Any other
+         * error is the context's (a sticky error: every call fails from
+         * then on): the pointer may be device memory that nothing can
+         * read now.  It is taken as device memory of the last device, not
+         * cached, so that the call takes the device path, whose first
+         * device operation fails: an error on every rank (the status
+         * agreement), where the host path would read device memory. */
+        const CUresult r = cu.get_attrs(6, attrs, data, (CUdeviceptr)(uintptr_t)ptr);
+        if (r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED) {
+            return COLLAR_OK;
+        }
+        if (r != CUDA_SUCCESS) {
+            info->kind = COLLAR_MEM_DEVICE;
+            info->device = __atomic_load_n(&cu.last, __ATOMIC_RELAXED);
             return COLLAR_OK;
         }
         if (managed) {
