@@ -19,6 +19,13 @@
 #           mpi4py.profile (the +profile rows, about 5 s in all); a wheel
 #           that cannot be installed is a SKIP in the table, one that
 #           installs and fails a FAIL (docs/mpi-libraries.md)
+#   cudaemu collar's cuda backend on the CUDA emulation, in build/ (the
+#           README build, with the CUDA toolkit): mpi/cudaemu.test with
+#           TEST_CUDAEMU_FULL=1 (every algorithm on every rank layout and
+#           progress mode, more injected failures; the README suite runs a
+#           part of it), then tests/gpu/run.sh rehearsed on the emulation
+#           (GPU_EMULATE=1 GPU_BUILD=build); skipped where build/ has no
+#           cuda backend
 #   fuzz    the tuning-table fuzzer (tests/fuzz/fuzz_table.c) for
 #           FUZZ_SECONDS (30) on a scratch copy of the committed corpus, in
 #           build-fuzz/; a crash fails CI and stays in build-fuzz/
@@ -26,7 +33,7 @@
 # Each stage prints a header and its time; a summary comes last.  Measured
 # on 2 cores: deps 0-1 min, asan 356 s, mpich about 340 s, matrix 103 s with the
 # wheels cached (about 5 min more for their first download and install),
-# fuzz 34 s.
+# cudaemu 99 s (cudaemu.test 71 s, run.sh 28 s), fuzz 34 s.
 # CI_EXTRA_STAGES="asan fuzz" runs some stages only (deps always runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,7 +65,7 @@ on_error() {
 trap on_error ERR
 
 wanted() {
-    case " ${CI_EXTRA_STAGES:-asan mpich matrix fuzz} " in *" $1 "*) return 0 ;; esac
+    case " ${CI_EXTRA_STAGES:-asan mpich matrix cudaemu fuzz} " in *" $1 "*) return 0 ;; esac
     return 1
 }
 
@@ -181,6 +188,21 @@ if wanted matrix; then
     # The Debian libraries' builds come from the README build and the mpich
     # stage when they ran; the table of results is the last thing printed.
     bash tests/matrix/run.sh
+    stage_end
+fi
+
+# ---------------------------------------------------------------- cudaemu
+if wanted cudaemu; then
+    stage_begin "cudaemu (the cuda backend on the CUDA emulation, build/)"
+    if make -C build/tests -n cudaemu >/dev/null 2>&1; then
+        make -C build/tests -j"$jobs" cudaemu gpu/test_device >/dev/null
+        TEST_CUDAEMU_FULL=1 make -C build check TESTS=mpi/cudaemu.test \
+            || { tail -200 build/tests/mpi/cudaemu.log; false; }
+        grep "^test time" build/tests/mpi/cudaemu.log
+        GPU_EMULATE=1 GPU_BUILD=build GPU_WORK="$top/build-cudaemu" bash tests/gpu/run.sh
+    else
+        echo "ci-extra: SKIP: build/ has no cuda backend (no CUDA toolkit at configure)"
+    fi
     stage_end
 fi
 

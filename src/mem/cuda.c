@@ -106,8 +106,10 @@ typedef struct {
     int                  nevents, cap;
 } cu_device_t;
 
-/* A pinned block and the device it was allocated on, where it is freed:
- * the pool gives blocks back from any thread. */
+/* A pinned block and the device it was allocated on, where it is freed
+ * (the pool gives blocks back from any thread); or a peer's IPC memory and
+ * the device whose context opened it, where it is closed (the pointer's
+ * own device is the peer's). */
 struct cu_pinned {
     void             *ptr;
     int               device;
@@ -123,6 +125,7 @@ static struct {
     uint64_t          used;       /* atomic: bit d, a buffer lives on d */
     int               last;       /* atomic: the last device a buffer was on */
     struct cu_pinned *pinned;     /* pinned blocks and their devices (lock) */
+    struct cu_pinned *mapped;     /* peers' IPC memory, the devices that opened it (lock) */
     int               mpi_aware;  /* -1: not asked yet */
     collar_ptrcache_t *cache;
     pthread_mutex_t   lock;
@@ -226,9 +229,22 @@ static collar_status_t cu_query(void *ctx, const void *ptr,
             CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
         };
         void *data[] = { &type, &managed, &ordinal, &id, &start, &size };
-        /* Not an error for a pointer the driver does not know: the
-         * attributes stay zero, which reads as host memory. */
-        if (cu.get_attrs(6, attrs, data, (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS) {
+        /* A pointer the driver does not know is no error ("the attributes
+         * are assigned default NULL values"): zero reads as host memory,
+         * and so does a driver not (or no longer) initialized.  Any other
+         * error is the context's (a sticky error: every call fails from
+         * then on): the pointer may be device memory that nothing can
+         * read now.  It is taken as device memory of the last device, not
+         * cached, so that the call takes the device path, whose first
+         * device operation fails: an error on every rank (the status
+         * agreement), where the host path would read device memory. */
+        const CUresult r = cu.get_attrs(6, attrs, data, (CUdeviceptr)(uintptr_t)ptr);
+        if (r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED) {
+            return COLLAR_OK;
+        }
+        if (r != CUDA_SUCCESS) {
+            info->kind = COLLAR_MEM_DEVICE;
+            info->device = __atomic_load_n(&cu.last, __ATOMIC_RELAXED);
             return COLLAR_OK;
         }
         if (managed) {
@@ -274,9 +290,27 @@ static unsigned long long cu_buffer_id(void *ctx, const void *ptr)
     return id;
 }
 
+/* What ptr is.  A peer's IPC memory is the peer's device's to the runtime;
+ * the work on it (copies, kernels) goes to the device whose context opened
+ * it, one this process uses, and not to the peer's, where it would make a
+ * context of its own. */
 static collar_status_t cu_info(const void *ptr, collar_ptr_info_t *info)
 {
-    return collar_ptrcache_lookup(cu.cache, ptr, info);
+    COLLAR_CHECK(collar_ptrcache_lookup(cu.cache, ptr, info));
+    const int d = info->device;
+    if (info->kind == COLLAR_MEM_HOST || d < 0 || d >= CU_MAX_DEVICES
+        || (__atomic_load_n(&cu.used, __ATOMIC_RELAXED) & ((uint64_t)1 << d))) {
+        return COLLAR_OK;
+    }
+    pthread_mutex_lock(&cu.lock);
+    for (const struct cu_pinned *b = cu.mapped; b != NULL; b = b->next) {
+        if ((uintptr_t)b->ptr == info->base) {
+            info->device = b->device;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cu.lock);
+    return COLLAR_OK;
 }
 
 /* The device of the last device buffer this thread asked about: where a
@@ -301,8 +335,7 @@ static collar_status_t cu_mem_query(const void *ptr, collar_mem_kind_t *kind)
 static int cu_ptr_device(const void *ptr)
 {
     collar_ptr_info_t info;
-    if (collar_ptrcache_lookup(cu.cache, ptr, &info) != COLLAR_OK
-        || info.kind == COLLAR_MEM_HOST) {
+    if (cu_info(ptr, &info) != COLLAR_OK || info.kind == COLLAR_MEM_HOST) {
         return -1;
     }
     return info.device;
@@ -408,10 +441,13 @@ static void cu_finalize(void)
         free(dv->events);
         memset(dv, 0, sizeof(*dv));
     }
-    while (cu.pinned != NULL) {   /* blocks not given back: forgotten */
-        struct cu_pinned *b = cu.pinned;
-        cu.pinned = b->next;
-        free(b);
+    for (int l = 0; l < 2; l++) {   /* blocks not given back: forgotten */
+        struct cu_pinned **list = l == 0 ? &cu.pinned : &cu.mapped;
+        while (*list != NULL) {
+            struct cu_pinned *b = *list;
+            *list = b->next;
+            free(b);
+        }
     }
     cudaGetLastError();
     cu_restore_current(&cur);
@@ -724,6 +760,32 @@ static int cu_scratch_device(const void *ptr)
     return info.device;
 }
 
+/* Note b (ptr, device) in *list / take ptr's entry out of it (NULL: none). */
+static void cu_block_note(struct cu_pinned **list, struct cu_pinned *b, void *ptr, int d)
+{
+    b->ptr = ptr;
+    b->device = d;
+    pthread_mutex_lock(&cu.lock);
+    b->next = *list;
+    *list = b;
+    pthread_mutex_unlock(&cu.lock);
+}
+
+static struct cu_pinned *cu_block_take(struct cu_pinned **list, const void *ptr)
+{
+    struct cu_pinned *b = NULL;
+    pthread_mutex_lock(&cu.lock);
+    for (struct cu_pinned **p = list; *p != NULL; p = &(*p)->next) {
+        if ((*p)->ptr == ptr) {
+            b = *p;
+            *p = b->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cu.lock);
+    return b;
+}
+
 static collar_status_t cu_host_alloc(size_t bytes, void **ptr)
 {
     /* On the device of the call's buffers: the runtime would otherwise
@@ -739,12 +801,7 @@ static collar_status_t cu_host_alloc(size_t bytes, void **ptr)
     }
     cu_restore_current(&cur);
     if (err == cudaSuccess) {
-        b->ptr = *ptr;
-        b->device = d;
-        pthread_mutex_lock(&cu.lock);
-        b->next = cu.pinned;
-        cu.pinned = b;
-        pthread_mutex_unlock(&cu.lock);
+        cu_block_note(&cu.pinned, b, *ptr, d);
         return COLLAR_OK;
     }
     free(b);
@@ -761,16 +818,7 @@ static collar_status_t cu_host_alloc(size_t bytes, void **ptr)
 
 static void cu_host_free(void *ptr)
 {
-    struct cu_pinned *b = NULL;
-    pthread_mutex_lock(&cu.lock);
-    for (struct cu_pinned **p = &cu.pinned; *p != NULL; p = &(*p)->next) {
-        if ((*p)->ptr == ptr) {
-            b = *p;
-            *p = b->next;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&cu.lock);
+    struct cu_pinned *b = cu_block_take(&cu.pinned, ptr);
     if (b == NULL) {
         free(ptr);   /* pageable: pinning had failed */
         return;
@@ -886,7 +934,9 @@ static collar_status_t cu_ipc_open(const collar_ipc_handle_t *handle, void **ptr
     cu_device_t *dv;
     cu_current_t cur;
     cu_save_current(&cur);
-    collar_status_t st = cu_use_device(cu_scratch_device(NULL), &dv);
+    const int d = cu_scratch_device(NULL);
+    struct cu_pinned *b = malloc(sizeof(*b));
+    collar_status_t st = b != NULL ? cu_use_device(d, &dv) : COLLAR_ERR_NO_MEMORY;
     if (st == COLLAR_OK) {
         cudaError_t err = cudaIpcOpenMemHandle(ptr, h,
                                                cudaIpcMemLazyEnablePeerAccess);
@@ -898,6 +948,11 @@ static collar_status_t cu_ipc_open(const collar_ipc_handle_t *handle, void **ptr
         }
     }
     cu_restore_current(&cur);
+    if (st == COLLAR_OK) {
+        cu_block_note(&cu.mapped, b, *ptr, d);
+    } else {
+        free(b);
+    }
     return st;
 }
 
@@ -908,8 +963,12 @@ static void cu_ipc_published(void *ptr)
 
 static void cu_ipc_close(void *ptr)
 {
-    /* In the context that opened it (the device it is mapped on). */
-    const int d = cu_ptr_device(ptr);
+    /* In the context that opened it: the device noted at the open.  The
+     * pointer's own device (its attributes) is the peer's, where this
+     * process has no business making a context. */
+    struct cu_pinned *b = cu_block_take(&cu.mapped, ptr);
+    const int d = b != NULL ? b->device : cu_ptr_device(ptr);
+    free(b);
     collar_ptrcache_forget(cu.cache, ptr, 1);
     cu_current_t cur;
     cu_enter(d, &cur);

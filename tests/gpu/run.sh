@@ -26,6 +26,18 @@
 # With no GPU (GPU_FORCE_SIM=1, or no driver) the same steps run on the sim
 # device, so that the script itself is tested on a CPU-only machine;
 # GPU_USE_WHEEL=1 uses the MPICH wheel even where an mpicc is installed.
+# GPU_EMULATE=1 runs the steps on the CUDA emulation instead (docs/cuda.md,
+# "The CUDA emulation (tests)"; the cudaemu stage of tests/ci-extra.sh):
+# collar's cuda backend (libcollar_cudaemu.so) and test_device, built
+# against the shared runtime as on a GPU, on libcudaemu.so, with
+# COLLAR_DEVICE=cuda: the build (plus `make -C tests cudaemu`; GPU_BUILD=DIR
+# reuses a configured build tree instead of building from scratch),
+# test_device with 2 and 4 ranks under each algorithm (counts up to
+# GPU_MAX_COUNT, 65537 by default there), collar-tune on device memory
+# (up to 1 MiB) and the pointer cache's host half.  The kernel test runs
+# its host half only and the pointer cache bench measures no driver: both
+# are linked with the static runtime, which the emulation does not
+# replace; the mpi4py client is skipped (CuPy needs a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 top=$PWD
@@ -48,7 +60,10 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 [ -x "$cuda_home/bin/nvcc" ] || cuda_home=$(dirname "$(dirname "$(command -v nvcc)")")
 gpu=no
-if [ "${GPU_FORCE_SIM:-0}" != 1 ] && command -v nvidia-smi >/dev/null \
+emulate=${GPU_EMULATE:-0}
+if [ "$emulate" = 1 ]; then
+    gpu=emulated
+elif [ "${GPU_FORCE_SIM:-0}" != 1 ] && command -v nvidia-smi >/dev/null \
         && nvidia-smi -L >/dev/null 2>&1; then
     gpu=yes
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -76,7 +91,11 @@ mpiexec_n() { local n=$1; shift; timeout 300 "$MPIEXEC" -n "$n" "$@"; }
 
 # ------------------------------------------------------------------ build
 tarball=$(ls .gpu/collar-*.tar.gz 2>/dev/null | head -1)
-if [ -n "$tarball" ]; then
+build=$work/build
+if [ "$emulate" = 1 ] && [ -n "${GPU_BUILD:-}" ]; then
+    build=$(cd "$GPU_BUILD" && pwd)
+    src=$top/
+elif [ -n "$tarball" ]; then
     tar -C "$work" -xzf "$tarball"
     src=$(echo "$work"/collar-*/)
 elif [ -x ./configure ]; then
@@ -84,20 +103,31 @@ elif [ -x ./configure ]; then
 else
     die "no .gpu/collar-*.tar.gz and no ./configure (run tests/gpu/prepare.sh)"
 fi
-mkdir -p "$work/build"
-(cd "$work/build" && "$src/configure" -q --prefix="$work/inst" --with-cuda="$cuda_home" \
-     MPICC="$MPICC" >configure.log 2>&1) || { tail -30 "$work/build/configure.log"; die "configure"; }
-make -C "$work/build" -j"$jobs" >"$work/make.log" 2>&1 || { tail -40 "$work/make.log"; die "make"; }
-make -C "$work/build" install >/dev/null 2>&1 || die "make install"
-make -C "$work/build/tests" -j"$jobs" unit/test_kernels bench/bench_ptrcache \
+if [ "$build" = "$work/build" ]; then
+    mkdir -p "$build"
+    (cd "$build" && "$src/configure" -q --prefix="$work/inst" --with-cuda="$cuda_home" \
+         MPICC="$MPICC" >configure.log 2>&1) || { tail -30 "$build/configure.log"; die "configure"; }
+fi
+make -C "$build" -j"$jobs" >"$work/make.log" 2>&1 || { tail -40 "$work/make.log"; die "make"; }
+emu_targets=""
+[ "$emulate" = 1 ] && emu_targets=cudaemu
+make -C "$build/tests" -j"$jobs" unit/test_kernels bench/bench_ptrcache $emu_targets \
     >>"$work/make.log" 2>&1 || { tail -20 "$work/make.log"; die "make tests"; }
-lib=$work/inst/lib/libcollar.so
+if [ "$emulate" = 1 ]; then
+    # Not installed: the tree's libraries and tools.
+    lib="$build/tests/cudaemu/.libs/libcollar_cudaemu.so $build/tests/cudaemu/.libs/libcudaemu.so"
+    tune=$build/src/collar-tune
+else
+    make -C "$build" install >/dev/null 2>&1 || die "make install"
+    lib=$work/inst/lib/libcollar.so
+    tune=$work/inst/bin/collar-tune
+fi
 say "built $(basename "$src") with CUDA"
 fail=0
 
 # ---------------------------------------------------------------- kernels
-if [ -x "$work/build/tests/unit/test_kernels" ]; then
-    "$work/build/tests/unit/test_kernels" | tail -5 || { fail=1; say "kernel test FAILED"; }
+if [ -x "$build/tests/unit/test_kernels" ]; then
+    "$build/tests/unit/test_kernels" | tail -5 || { fail=1; say "kernel test FAILED"; }
 fi
 
 # ------------------------------------------------------------ correctness
@@ -108,6 +138,10 @@ args=()
 if [ "$gpu" = no ]; then
     dev=sim
     args=(--host)
+elif [ "$emulate" = 1 ]; then
+    args=(--max-count "${GPU_MAX_COUNT:-65537}")
+elif [ -n "${GPU_MAX_COUNT:-}" ]; then
+    args=(--max-count "$GPU_MAX_COUNT")
 fi
 for n in 2 4; do
     for alg in auto staged chunked ring ipc; do
@@ -124,11 +158,15 @@ done
 if [ "$gpu" = yes ]; then
     client_array=cupy
     python3 -c 'import cupy' 2>/dev/null || client_array=""
+elif [ "$emulate" = 1 ]; then
+    client_array=""
 else
     client_array=numpy
 fi
 whl=$(ls .gpu/mpi4py-*.whl 2>/dev/null | head -1)
-if [ -z "$client_array" ]; then
+if [ "$emulate" = 1 ]; then
+    echo "  mpi4py client: SKIP on the emulation (CuPy needs a GPU)"
+elif [ -z "$client_array" ]; then
     echo "  mpi4py client: SKIP (python3 has no CuPy)"
 elif [ -z "$whl" ] && ! python3 -c 'import mpi4py' 2>/dev/null; then
     echo "  mpi4py client: SKIP (no .gpu/mpi4py-*.whl: run tests/gpu/prepare.sh)"
@@ -164,11 +202,13 @@ say "correctness done"
 
 # ------------------------------------------------------------ performance
 tune_mem=device
+tune_max=64M tune_limit=60
+[ "$emulate" = 1 ] && tune_max=1M tune_limit=10
 for n in 2 4; do
     csv=$work/tune-$n.csv
     mpiexec_n "$n" env LD_PRELOAD="$lib" COLLAR_DEVICE="$dev" \
-        "$work/inst/bin/collar-tune" --memory "$tune_mem" --quick --min 4 --max 64M \
-        --ranks "$n" --chunks 256K,1M,4M --time-limit 60 --csv "$csv" \
+        "$tune" --memory "$tune_mem" --quick --min 4 --max "$tune_max" \
+        --ranks "$n" --chunks 256K,1M,4M --time-limit "$tune_limit" --csv "$csv" \
         --output "$work/tune-$n.table" >"$work/tune-$n.log" 2>&1 \
         || { fail=1; tail -20 "$work/tune-$n.log"; continue; }
     echo
@@ -196,6 +236,6 @@ say "performance done"
 
 # ---------------------------------------------------------- pointer cache
 echo
-COLLAR_DEVICE=$dev "$work/build/tests/bench/bench_ptrcache" || fail=1
+COLLAR_DEVICE=$dev "$build/tests/bench/bench_ptrcache" || fail=1
 say "all done: $([ $fail = 0 ] && echo PASS || echo FAILED)"
 exit $fail

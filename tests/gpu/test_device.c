@@ -16,6 +16,29 @@
  * Without a GPU (no driver, or --host) the buffers are host memory: run
  * under COLLAR_DEVICE=sim this exercises the same program and script on a
  * CPU-only machine.
+ *
+ * Options (tests/mpi/cudaemu.test runs it on the CUDA emulation):
+ *   --device N      this rank's device ordinal (default: the node-local
+ *                   rank modulo the number of visible devices)
+ *   --max-count N   leave out the counts above N elements
+ *   --lifetime      first, what creates and frees collar's device state:
+ *                   on a duplicate of MPI_COMM_WORLD, int32 sums of growing
+ *                   sizes up to 262147 elements, whatever --max-count (ipc
+ *                   registers a larger region each time),
+ *                   blocking and nonblocking, then MPI_Comm_free, twice; an
+ *                   MPI_Iallreduce whose communicator is freed before
+ *                   MPI_Wait; the matrix then runs on MPI_COMM_WORLD, whose
+ *                   state goes at MPI_Finalize
+ *   --faults N      instead of the matrix, N int32 sums of --max-count
+ *                   elements (default 65537) on one pair of cudaMalloc
+ *                   buffers, alternately blocking and nonblocking, under
+ *                   MPI_ERRORS_RETURN, for injected device failures: each
+ *                   call must return on every rank with MPI_SUCCESS and the
+ *                   right sums, or with an error; rank 0 prints, per call
+ *                   that failed anywhere, which ranks failed, then
+ *                   "test_device faults: N calls, A failed on every rank,
+ *                   S failed on some ranks, W wrong" (W: MPI_SUCCESS with
+ *                   wrong or unreadable values on some rank)
  */
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -32,6 +55,7 @@ static const char *mem_names[] = { "device", "managed", "device->pinned",
 static int use_gpu;
 static int rank, nranks;
 static long failures, cases;
+static size_t max_count = (size_t)-1;
 
 typedef struct {
     const char  *name;
@@ -149,7 +173,10 @@ static void copy(void *dst, const void *src, size_t bytes)
     }
 }
 
-static void run_case(const pair_t *p, size_t count, int kind, int in_place, int nonblocking)
+/* One call and its check; with free_comm, a nonblocking call's
+ * communicator is freed between the start and MPI_Wait. */
+static void run_case(const pair_t *p, size_t count, int kind, int in_place, int nonblocking,
+                     MPI_Comm comm, int free_comm)
 {
     const type_t *t = &types[p->type];
     const size_t bytes = count * t->size;
@@ -183,13 +210,16 @@ static void run_case(const pair_t *p, size_t count, int kind, int in_place, int 
     if (nonblocking) {
         MPI_Request req;
         rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : sbuf, rbuf, (int)count, t->mpi,
-                            p->op, MPI_COMM_WORLD, &req);
+                            p->op, comm, &req);
+        if (free_comm) {
+            MPI_Comm_free(&comm);
+        }
         if (rc == MPI_SUCCESS) {
             rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
         }
     } else {
         rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : sbuf, rbuf, (int)count, t->mpi,
-                           p->op, MPI_COMM_WORLD);
+                           p->op, comm);
     }
     memset(host, 0, bytes);
     copy(host, rbuf, bytes);
@@ -221,24 +251,167 @@ static void run_case(const pair_t *p, size_t count, int kind, int in_place, int 
     dfree(rbuf, kind == MEM_MIXED && use_gpu);
 }
 
+/* --lifetime: see the top of the file. */
+static void lifetime(void)
+{
+    /* Whatever --max-count: the region must grow. */
+    const size_t sizes[] = { 1023, 65537, 262147 };
+    for (int round = 0; round < 2; round++) {
+        MPI_Comm c;
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            run_case(&pairs[0], sizes[i], MEM_DEVICE, 0, 0, c, 0);
+            run_case(&pairs[0], sizes[i], MEM_DEVICE, 1, 1, c, 0);
+        }
+        MPI_Comm_free(&c);
+    }
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    run_case(&pairs[0], 7, MEM_DEVICE, 0, 0, c, 0);
+    run_case(&pairs[0], 65537, MEM_DEVICE, 1, 1, c, 1);
+}
+
+/* --faults N: see the top of the file.  Outcome of a call on a rank. */
+enum { OUT_RIGHT, OUT_ERROR, OUT_WRONG };
+
+static int faults(int ncalls)
+{
+    const type_t *t = &types[0];
+    const size_t count = max_count == (size_t)-1 ? 65537 : max_count;
+    const size_t bytes = count * t->size;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    char *host = malloc(bytes ? bytes : 1);
+    char *sbuf = dalloc(bytes, 0), *rbuf = dalloc(bytes, 0);
+    int *outs = malloc((size_t)nranks * sizeof(*outs));
+    long every = 0, some = 0, wrong = 0;
+    for (int k = 0; k < ncalls; k++) {
+        for (size_t i = 0; i < count; i++) {
+            put(host, i, t, value(rank, i, t));
+        }
+        /* The program's own copies fail once the device has a sticky error:
+         * the call is still made on every rank. */
+        int readable = 1;
+        if (use_gpu) {
+            readable = cudaMemcpy(sbuf, host, bytes, cudaMemcpyDefault) == cudaSuccess;
+        } else {
+            memcpy(sbuf, host, bytes);
+        }
+        int rc;
+        if (k % 2) {
+            MPI_Request req;
+            rc = MPI_Iallreduce(sbuf, rbuf, (int)count, t->mpi, MPI_SUM, MPI_COMM_WORLD, &req);
+            if (rc == MPI_SUCCESS) {
+                rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+            }
+        } else {
+            rc = MPI_Allreduce(sbuf, rbuf, (int)count, t->mpi, MPI_SUM, MPI_COMM_WORLD);
+        }
+        int out = rc == MPI_SUCCESS ? OUT_RIGHT : OUT_ERROR;
+        if (out == OUT_RIGHT) {
+            readable = readable && (!use_gpu || cudaMemcpy(host, rbuf, bytes, cudaMemcpyDefault)
+                                                    == cudaSuccess);
+            if (!use_gpu) {
+                memcpy(host, rbuf, bytes);
+            }
+            for (size_t i = 0; i < count && readable; i++) {
+                readable = get(host, i, t) == expect(i, t, MPI_SUM);
+            }
+            out = readable ? OUT_RIGHT : OUT_WRONG;
+        }
+        MPI_Gather(&out, 1, MPI_INT, outs, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (rank != 0) {
+            continue;
+        }
+        int nerr = 0, nwrong = 0;
+        char line[256] = "";
+        for (int r = 0; r < nranks; r++) {
+            nerr += outs[r] == OUT_ERROR;
+            nwrong += outs[r] == OUT_WRONG;
+            if (outs[r] != OUT_RIGHT && strlen(line) < sizeof(line) - 32) {
+                snprintf(line + strlen(line), sizeof(line) - strlen(line), " %d (%s)", r,
+                         outs[r] == OUT_ERROR ? "error" : "WRONG");
+            }
+        }
+        every += nerr == nranks;
+        some += nerr > 0 && nerr < nranks;
+        wrong += nwrong > 0;
+        if (nerr + nwrong > 0) {
+            printf("test_device faults: call %d (%s): ranks%s\n", k,
+                   k % 2 ? "nonblocking" : "blocking", line);
+        }
+    }
+    if (rank == 0) {
+        printf("test_device faults: %d calls, %ld failed on every rank, %ld failed on some "
+               "ranks, %ld wrong\n", ncalls, every, some, wrong);
+    }
+    free(outs);
+    free(host);
+    dfree(sbuf, 0);
+    dfree(rbuf, 0);
+    return rank == 0 && wrong != 0;
+}
+
 int main(int argc, char **argv)
 {
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    int host_only = 0, device = -1, do_lifetime = 0, nfaults = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--host") == 0) {
+            host_only = 1;
+        } else if (strcmp(argv[i], "--lifetime") == 0) {
+            do_lifetime = 1;
+        } else if (i + 1 < argc && strcmp(argv[i], "--device") == 0) {
+            device = atoi(argv[++i]);
+        } else if (i + 1 < argc && strcmp(argv[i], "--max-count") == 0) {
+            max_count = (size_t)atol(argv[++i]);
+        } else if (i + 1 < argc && strcmp(argv[i], "--faults") == 0) {
+            nfaults = atoi(argv[++i]);
+        } else {
+            if (rank == 0) {
+                fprintf(stderr, "usage: test_device [--host] [--device N] [--max-count N] "
+                        "[--lifetime] [--faults N]\n");
+            }
+            MPI_Finalize();
+            return 2;
+        }
+    }
     int ndev = 0;
-    use_gpu = !(argc > 1 && strcmp(argv[1], "--host") == 0)
-              && cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0;
+    use_gpu = !host_only && cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0;
     if (use_gpu) {
-        cudaSetDevice(rank % ndev);
+        if (device < 0) {
+            /* The node-local rank picks the device. */
+            MPI_Comm node;
+            int local = rank;
+            if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                                    &node) == MPI_SUCCESS) {
+                MPI_Comm_rank(node, &local);
+                MPI_Comm_free(&node);
+            }
+            device = local % ndev;
+        }
+        if (cudaSetDevice(device) != cudaSuccess) {
+            fprintf(stderr, "rank %d: cudaSetDevice(%d) failed (%d devices)\n", rank, device,
+                    ndev);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    if (nfaults > 0) {
+        const int bad = faults(nfaults);
+        MPI_Finalize();
+        return bad;
+    }
+    if (do_lifetime) {
+        lifetime();
     }
     const size_t counts[] = { 0, 1, 3, 1023, 65537, (size_t)1 << 20, (size_t)1 << 23 };
     const int ncounts = sizeof(counts) / sizeof(counts[0]);
     for (size_t pi = 0; pi < sizeof(pairs) / sizeof(pairs[0]); pi++) {
         for (int c = 0; c < ncounts; c++) {
             /* The largest count for two pairs only: time. */
-            if (c == ncounts - 1 && pi != 0 && pi != 5) {
+            if ((c == ncounts - 1 && pi != 0 && pi != 5) || counts[c] > max_count) {
                 continue;
             }
             for (int kind = 0; kind < MEM_NKINDS; kind++) {
@@ -246,7 +419,8 @@ int main(int argc, char **argv)
                     continue;
                 }
                 for (int mode = 0; mode < 4; mode++) {
-                    run_case(&pairs[pi], counts[c], kind, mode & 1, mode >> 1);
+                    run_case(&pairs[pi], counts[c], kind, mode & 1, mode >> 1,
+                             MPI_COMM_WORLD, 0);
                 }
             }
         }
