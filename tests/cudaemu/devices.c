@@ -418,6 +418,12 @@ static const char *err_text(cudaError_t e, int name)
     ERR(cudaErrorNotReady, "device not ready");
     ERR(cudaErrorIllegalAddress, "an illegal memory access was encountered");
     ERR(cudaErrorLaunchFailure, "unspecified launch failure");
+    ERR(cudaErrorLaunchOutOfResources, "too many resources requested for launch");
+    ERR(cudaErrorMisalignedAddress, "misaligned address");
+    ERR(cudaErrorMissingConfiguration, "__global__ function call is not configured");
+    ERR(cudaErrorHardwareStackError, "hardware stack error");
+    ERR(cudaErrorIllegalInstruction, "an illegal instruction was encountered");
+    ERR(cudaErrorInvalidPc, "invalid program counter");
     ERR(cudaErrorMapBufferObjectFailed, "mapping of buffer object failed");
     ERR(cudaErrorNotSupported, "operation not supported");
     ERR(cudaErrorPeerAccessAlreadyEnabled, "peer access is already enabled");
