@@ -143,9 +143,11 @@ const char *collar_ipc_fallback_why(collar_alg_t alg, int code)
  *     completed inside the delete callback, before the communicator is
  *     gone (Open MPI 4.1 crashes progressing a nonblocking collective of
  *     a freed communicator);
- *   - MPI_Finalize (every schedule over, every process there): a barrier
- *     on MPI_COMM_WORLD, after which every process has closed everything,
- *     and what waited is freed.
+ *   - MPI_Finalize (every schedule over, every process there): an MPI_MIN
+ *     allreduce on MPI_COMM_WORLD of "closed every mapping"; all 1: what
+ *     waited is freed.  A process whose close failed (a broken context)
+ *     never notes that generation closed, and makes the agreement fail:
+ *     its peers' memory stays allocated until the processes end.
  *
  * A rank that fails leaves its memory allocated, never freed early.
  */
@@ -158,6 +160,8 @@ typedef struct ipc_retired {
 
 /* Retired memory that waits for MPI_Finalize. */
 static pthread_mutex_t ipc_deferred_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A close of a peer's memory failed in this process (collar_ipc_finalize). */
+static int ipc_close_failed;
 static ipc_retired_t  *ipc_deferred;
 
 static int closed_has(const ipc_closed_t *c, uint64_t gen)
@@ -257,11 +261,19 @@ static void ipc_state_unref(ipc_state_t *st)
  * succeed, or the last reference). */
 static void ipc_region_release(ipc_region_t *g)
 {
+    int closed = 1;
     for (int i = 0; i < g->n; i++) {
-        if (i != g->rank && g->peer[i] != NULL) {
-            g->dev->ipc_close(g->peer[i]);
+        if (i != g->rank && g->peer[i] != NULL
+            && g->dev->ipc_close(g->peer[i]) != COLLAR_OK) {
+            closed = 0;
         }
         g->peer[i] = NULL;
+    }
+    if (!closed) {
+        /* A mapping may still be open (a broken context cannot close it):
+         * the generation is never said closed, so its owner keeps the
+         * memory, and MPI_Finalize frees nothing (collar_ipc_finalize). */
+        __atomic_store_n(&ipc_close_failed, 1, __ATOMIC_RELAXED);
     }
     ipc_state_t *st = g->st;
     ipc_retired_t *e = NULL, *done = NULL;
@@ -273,7 +285,9 @@ static void ipc_region_release(ipc_region_t *g)
         g->own = NULL;
     }
     pthread_mutex_lock(&st->lock);
-    closed_add(&st->mine, g->gen);
+    if (closed) {
+        closed_add(&st->mine, g->gen);
+    }
     if (e != NULL && st->orphaned) {
         ipc_defer(e);
     } else if (e != NULL) {
@@ -374,10 +388,33 @@ void collar_ipc_finalize(int barrier)
     ipc_deferred = NULL;
     pthread_mutex_unlock(&ipc_deferred_lock);
     /* Once every process is here, every mapping is closed (every schedule
-     * is over); a barrier that fails leaves the memory allocated. */
-    if (barrier && PMPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS) {
+     * is over), unless a process could not close one: the MIN of "closed
+     * all" over MPI_COMM_WORLD.  Not known (the collective fails), or a
+     * mapping left open anywhere: the memory stays allocated (the driver
+     * reclaims it when the process ends). */
+    int mine = !__atomic_load_n(&ipc_close_failed, __ATOMIC_RELAXED), all = 0;
+    MPI_Errhandler user = MPI_ERRHANDLER_NULL;
+    const int swapped = barrier
+        && PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &user) == MPI_SUCCESS
+        && PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN)
+           == MPI_SUCCESS;
+    if (barrier && PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN,
+                                  MPI_COMM_WORLD) != MPI_SUCCESS) {
+        all = 0;
+    }
+    if (swapped) {
+        PMPI_Comm_set_errhandler(MPI_COMM_WORLD, user);
+    }
+    if (user != MPI_ERRHANDLER_NULL) {
+        PMPI_Errhandler_free(&user);
+    }
+    if (barrier && all == 1) {
         ipc_retired_free(list);
     } else {
+        if (barrier) {
+            collar_debug(COLL, "ipc: a process could not close a peer's IPC "
+                         "memory: this rank's stays allocated until it ends");
+        }
         ipc_defer(list);
     }
 }

@@ -116,7 +116,10 @@ typedef struct collar_device {
      *                  `ptr`: the backend may drop what made it openable
      *                  (the sim device closes the descriptor that peers
      *                  open its memory through);
-     *   ipc_close      unmap what ipc_open mapped;
+     *   ipc_close      unmap what ipc_open mapped; not COLLAR_OK when the
+     *                  mapping may still be open (a process whose context
+     *                  a sticky error broke cannot close it): the owner
+     *                  must then never free that memory;
      *   ipc_free       free what ipc_alloc allocated (src/algo/ipc.c calls
      *                  it only once every peer has closed it).
      */
@@ -126,7 +129,7 @@ typedef struct collar_device {
     int (*ipc_reachable)(const char *peer_where);
     collar_status_t (*ipc_open)(const collar_ipc_handle_t *handle, void **ptr);
     void (*ipc_published)(void *ptr);
-    void (*ipc_close)(void *ptr);
+    collar_status_t (*ipc_close)(void *ptr);
     void (*ipc_free)(void *ptr);
 } collar_device_t;
 

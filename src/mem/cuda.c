@@ -961,7 +961,7 @@ static void cu_ipc_published(void *ptr)
     (void)ptr;  /* a CUDA IPC handle names nothing that outlives the process */
 }
 
-static void cu_ipc_close(void *ptr)
+static collar_status_t cu_ipc_close(void *ptr)
 {
     /* In the context that opened it: the device noted at the open.  The
      * pointer's own device (its attributes) is the peer's, where this
@@ -972,10 +972,14 @@ static void cu_ipc_close(void *ptr)
     collar_ptrcache_forget(cu.cache, ptr, 1);
     cu_current_t cur;
     cu_enter(d, &cur);
-    if (cudaIpcCloseMemHandle(ptr) != cudaSuccess) {
+    const cudaError_t err = cudaIpcCloseMemHandle(ptr);
+    if (err != cudaSuccess) {
         cudaGetLastError();
+        collar_debug(MEM, "cuda: cudaIpcCloseMemHandle failed: %s; the "
+                     "peer's memory stays allocated", cudaGetErrorName(err));
     }
     cu_restore_current(&cur);
+    return err == cudaSuccess ? COLLAR_OK : COLLAR_ERR_DEVICE;
 }
 
 const collar_device_t collar_device_cuda = {

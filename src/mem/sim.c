@@ -737,6 +737,12 @@ static void sim_ipc_unmap(void *ptr)
     free(m);
 }
 
+static collar_status_t sim_ipc_close(void *ptr)
+{
+    sim_ipc_unmap(ptr);
+    return COLLAR_OK;
+}
+
 static int sim_nstreams_fn(void)
 {
     return sim_nstreams;
@@ -898,6 +904,6 @@ const collar_device_t collar_device_sim = {
     .ipc_reachable      = sim_ipc_reachable,
     .ipc_open           = sim_ipc_open,
     .ipc_published      = sim_ipc_published,
-    .ipc_close          = sim_ipc_unmap,
+    .ipc_close          = sim_ipc_close,
     .ipc_free           = sim_ipc_unmap,
 };
