@@ -26,7 +26,7 @@
 #           the MPI test programs and mpi4py on device memory of the CUDA
 #           emulation (mpi/cudaemu_programs.test, mpi/cudaemu_clients.test):
 #           every part at every rank count in build/ (TEST_CUDAEMU_FULL=1;
-#           the README suite runs 2 and 3 ranks, 23 + 9 s), then MPI-4's
+#           the README suite runs 2 and 3 ranks, 16 + 3 s), then MPI-4's
 #           persistent collectives over MPICH with the cuda backend
 #           (build-mpich-cuda/: collar and the emulation only)
 #

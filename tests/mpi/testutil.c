@@ -286,6 +286,10 @@ typedef const char *(*dev_errstr_fn)(int);
 
 static struct {
     int on;
+    int local;   /* node-local rank */
+    int chosen;  /* a device is current (tu_dev_select or the default) */
+    dev_count_fn count;
+    dev_set_fn set;
     dev_malloc_fn malloc;
     dev_free_fn free;
     dev_memcpy_fn memcpy;
@@ -320,10 +324,7 @@ static void *dev_sym(const char *name)
 static void dev_init(void)
 {
     const char *env = getenv("TU_DEVICE");
-    dev_count_fn count;
-    dev_set_fn set;
     MPI_Comm node;
-    int ndev = 0, local = 0;
 
     memset(&g_dev, 0, sizeof g_dev);
     if (env == NULL || *env == '\0' || strcmp(env, "host") == 0)
@@ -339,29 +340,64 @@ static void dev_init(void)
     g_dev.free = (dev_free_fn)dev_sym("cudaFree");
     g_dev.memcpy = (dev_memcpy_fn)dev_sym("cudaMemcpy");
     g_dev.sync = (dev_sync_fn)dev_sym("cudaDeviceSynchronize");
-    count = (dev_count_fn)dev_sym("cudaGetDeviceCount");
-    set = (dev_set_fn)dev_sym("cudaSetDevice");
-    /* A device per node-local rank, as a CUDA-aware program chooses it. */
+    g_dev.count = (dev_count_fn)dev_sym("cudaGetDeviceCount");
+    g_dev.set = (dev_set_fn)dev_sym("cudaSetDevice");
+    /* Collective, so here; the device is chosen at the first allocation
+     * (a program that selects its own makes no context on another). */
     PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
                          &node);
-    PMPI_Comm_rank(node, &local);
+    PMPI_Comm_rank(node, &g_dev.local);
     PMPI_Comm_free(&node);
-    dev_check(count(&ndev), "cudaGetDeviceCount");
-    if (ndev < 1)
-        dev_check(-1, "cudaGetDeviceCount (no device)");
-    dev_check(set(local % ndev), "cudaSetDevice");
     g_dev.on = 1;
 }
 
 int tu_dev_on(void) { return g_dev.on; }
 
-void *tu_dev_mirror(const void *host, size_t n)
+void tu_dev_select(int device)
+{
+    if (!g_dev.on)
+        return;
+    dev_check(g_dev.set(device), "cudaSetDevice");
+    g_dev.chosen = 1;
+}
+
+void *tu_dev_alloc(size_t n)
 {
     void *dev = NULL;
+    int ndev = 0;
+
+    if (!g_dev.on) {
+        dev = malloc(n > 0 ? n : 1);
+        if (dev == NULL)
+            dev_check(-1, "malloc");
+        return dev;
+    }
+    if (!g_dev.chosen) {
+        /* A device per node-local rank, as a CUDA-aware program does. */
+        dev_check(g_dev.count(&ndev), "cudaGetDeviceCount");
+        if (ndev < 1)
+            dev_check(-1, "cudaGetDeviceCount (no device)");
+        tu_dev_select(g_dev.local % ndev);
+    }
+    dev_check(g_dev.malloc(&dev, n > 0 ? n : 1), "cudaMalloc");
+    return dev;
+}
+
+void tu_dev_free(void *dev)
+{
+    if (g_dev.on)
+        dev_check(g_dev.free(dev), "cudaFree");
+    else
+        free(dev);
+}
+
+void *tu_dev_mirror(const void *host, size_t n)
+{
+    void *dev;
 
     if (!g_dev.on)
         return (void *)host;
-    dev_check(g_dev.malloc(&dev, n > 0 ? n : 1), "cudaMalloc");
+    dev = tu_dev_alloc(n);
     tu_dev_put(dev, host, n);
     return dev;
 }
@@ -369,7 +405,7 @@ void *tu_dev_mirror(const void *host, size_t n)
 void tu_dev_unmirror(void *dev, const void *host)
 {
     if (g_dev.on && dev != host)
-        dev_check(g_dev.free(dev), "cudaFree");
+        tu_dev_free(dev);
 }
 
 void tu_dev_put(void *dev, const void *host, size_t n)

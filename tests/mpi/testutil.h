@@ -122,7 +122,8 @@ void tu_progress_guard(double t0, const char *what);
  * cudaMemcpy and cudaDeviceSynchronize are found with dlsym(RTLD_DEFAULT)
  * in the process (a preloaded CUDA runtime: tests/cudaemu/libcudaemu.so),
  * so the programs need no CUDA to build and run everywhere as before.
- * tu_init() then makes device (node-local rank % device count) current.
+ * The first allocation makes device (node-local rank % device count)
+ * current, unless the program chose one with tu_dev_select().
  * The host cannot read device memory: a program fills a host buffer, hands
  * MPI its device mirror (put before the call), and checks the host buffer
  * after getting the mirror back.  Without TU_DEVICE (or TU_DEVICE=host) the
@@ -132,6 +133,12 @@ void tu_progress_guard(double t0, const char *what);
 
 /* 1 when the buffers are device memory (TU_DEVICE=cuda). */
 int tu_dev_on(void);
+/* Make `device` current for this thread's allocations (nothing without
+ * the layer). */
+void tu_dev_select(int device);
+/* n bytes of device memory (malloc without the layer), and its release. */
+void *tu_dev_alloc(size_t n);
+void tu_dev_free(void *dev);
 /* A device copy of host[0, n) (n may be 0); without the layer, host itself. */
 void *tu_dev_mirror(const void *host, size_t n);
 /* Release a mirror (nothing without the layer). */
