@@ -33,9 +33,9 @@
 # Each stage prints a header and its time; a summary comes last.  Measured
 # on 2 cores: deps 0-1 min, asan 356 s, mpich about 340 s, matrix 103 s with the
 # wheels cached (about 5 min more for their first download and install),
-# fuzz 34 s, cudaemu-programs 93 s (build/ 29 s of tests; build-mpich-cuda/
-# about 45 s to build and 17 s of tests), measured with other jobs on the
-# machine (load 4-7; 160 s at the busiest).
+# fuzz 34 s, cudaemu-programs 121 s (build/ 32 s of tests; build-mpich-cuda/
+# about 48 s to build and 41 s of tests), measured with other jobs on the
+# machine (load 4-6).
 # CI_EXTRA_STAGES="asan fuzz" runs some stages only (deps always runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -238,18 +238,18 @@ if wanted cudaemu-programs; then
     TEST_CUDAEMU_FULL=1 make -C build check TESTS="$emu_tests" \
         || { tail -300 build/tests/test-suite.log; false; }
     # MPI-4's persistent collectives (test_persist, the persistent and
-    # large-count forms of test_colls, mpi4py 4's persistent calls) need
-    # MPICH: a build with the cuda backend, of collar, the emulation and the
-    # two programs only (the kernels compiled for one architecture: the
+    # large-count forms of test_colls, test_mix --lifetime's persistent
+    # allreduce, mpi4py 4's persistent calls) need MPICH: a build with the
+    # cuda backend, of collar, the emulation and the three programs only (the kernels compiled for one architecture: the
     # emulation runs their host build), and only those parts.
     rm -rf build-mpich-cuda
     mkdir build-mpich-cuda
     (cd build-mpich-cuda && ../configure MPICC=mpicc.mpich --with-cuda-arch=90 >configure.out) \
         || { tail -40 build-mpich-cuda/config.log; false; }
     { make -C build-mpich-cuda/src -j"$jobs" &&
-      make -C build-mpich-cuda/tests -j"$jobs" cudaemu mpi/test_colls mpi/test_persist; } \
+      make -C build-mpich-cuda/tests -j"$jobs" cudaemu mpi/test_colls mpi/test_persist mpi/test_mix; } \
         >build-mpich-cuda/make.out 2>&1 || { tail -60 build-mpich-cuda/make.out; false; }
-    TEST_CUDAEMU_FULL=1 TEST_CUDAEMU_PARTS="forms persist" \
+    TEST_CUDAEMU_FULL=1 TEST_CUDAEMU_PARTS="forms mix persist" \
         make -C build-mpich-cuda/tests check TESTS="$emu_tests" check_PROGRAMS= check_LTLIBRARIES= \
         || { tail -300 build-mpich-cuda/tests/test-suite.log; false; }
     stage_end
