@@ -29,11 +29,20 @@
 #   fuzz    the tuning-table fuzzer (tests/fuzz/fuzz_table.c) for
 #           FUZZ_SECONDS (30) on a scratch copy of the committed corpus, in
 #           build-fuzz/; a crash fails CI and stays in build-fuzz/
+#   cudaemu-programs
+#           the MPI test programs and mpi4py on device memory of the CUDA
+#           emulation (mpi/cudaemu_programs.test, mpi/cudaemu_clients.test):
+#           every part at every rank count in build/ (TEST_CUDAEMU_FULL=1;
+#           the README suite runs 2 and 3 ranks, 16 + 3 s), then MPI-4's
+#           persistent collectives over MPICH with the cuda backend
+#           (build-mpich-cuda/: collar and the emulation only)
 #
 # Each stage prints a header and its time; a summary comes last.  Measured
 # on 2 cores: deps 0-1 min, asan 356 s, mpich about 340 s, matrix 103 s with the
 # wheels cached (about 5 min more for their first download and install),
-# cudaemu 99 s (cudaemu.test 71 s, run.sh 28 s), fuzz 34 s.
+# cudaemu 99 s (cudaemu.test 71 s, run.sh 28 s), cudaemu-programs 121 s
+# (build/ 32 s of tests; build-mpich-cuda/ about 48 s to build and 41 s of
+# tests, measured with other jobs on the machine, load 4-6), fuzz 34 s.
 # CI_EXTRA_STAGES="asan fuzz" runs some stages only (deps always runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,7 +74,7 @@ on_error() {
 trap on_error ERR
 
 wanted() {
-    case " ${CI_EXTRA_STAGES:-asan mpich matrix cudaemu fuzz} " in *" $1 "*) return 0 ;; esac
+    case " ${CI_EXTRA_STAGES:-asan mpich matrix cudaemu cudaemu-programs fuzz} " in *" $1 "*) return 0 ;; esac
     return 1
 }
 
@@ -240,6 +249,31 @@ if wanted fuzz; then
     grep -E "^(#[0-9]+ +DONE|Done [0-9]+ runs|stat::number_of_executed_units)" build-fuzz/fuzz.log || true
     echo "ci-extra: corpus grew from $ncorpus to $(find build-fuzz/corpus -type f | wc -l) files" \
          "(new inputs stay in build-fuzz/corpus; tests/fuzz/corpus is unchanged)"
+    stage_end
+fi
+
+# ------------------------------------------------------------ cudaemu-programs
+if wanted cudaemu-programs; then
+    stage_begin "cudaemu-programs (the MPI test programs on the CUDA emulation)"
+    emu_tests="mpi/cudaemu_programs.test mpi/cudaemu_clients.test"
+    # The README build (Open MPI 4.1): every part, every rank count.
+    TEST_CUDAEMU_FULL=1 make -C build check TESTS="$emu_tests" \
+        || { tail -300 build/tests/test-suite.log; false; }
+    # MPI-4's persistent collectives (test_persist, the persistent and
+    # large-count forms of test_colls, test_mix --lifetime's persistent
+    # allreduce, mpi4py 4's persistent calls) need MPICH: a build with the
+    # cuda backend, of collar, the emulation and the three programs only (the kernels compiled for one architecture: the
+    # emulation runs their host build), and only those parts.
+    rm -rf build-mpich-cuda
+    mkdir build-mpich-cuda
+    (cd build-mpich-cuda && ../configure MPICC=mpicc.mpich --with-cuda-arch=90 >configure.out) \
+        || { tail -40 build-mpich-cuda/config.log; false; }
+    { make -C build-mpich-cuda/src -j"$jobs" &&
+      make -C build-mpich-cuda/tests -j"$jobs" cudaemu mpi/test_colls mpi/test_persist mpi/test_mix; } \
+        >build-mpich-cuda/make.out 2>&1 || { tail -60 build-mpich-cuda/make.out; false; }
+    TEST_CUDAEMU_FULL=1 TEST_CUDAEMU_PARTS="forms mix persist" \
+        make -C build-mpich-cuda/tests check TESTS="$emu_tests" check_PROGRAMS= check_LTLIBRARIES= \
+        || { tail -300 build-mpich-cuda/tests/test-suite.log; false; }
     stage_end
 fi
 

@@ -21,6 +21,9 @@
  * bound (int32 at -4 and +4, extent 16).
  *
  * A plain MPI program: the same verdict with and without collar.
+ * With TU_DEVICE=cuda (testutil.h) every buffer a collective gets is device
+ * memory: a device mirror of the whole buffer (pads included), put before
+ * the call and read back after it, so the same bytes are checked.
  *
  * --fault all|one: fault injection (COLLAR_SIM_FAIL in the environment,
  * collar on the sim device).  The first call, an MPI_Bcast of 4096 int32
@@ -65,8 +68,9 @@ static uint64_t seed = 0xc011ec71;
 /* A buffer of `nelem` elements: pad, elements, pad. */
 typedef struct {
     char  *base;
-    char  *ptr;     /* what MPI gets */
+    char  *ptr;     /* what MPI gets without a device */
     size_t bytes;   /* of base */
+    char  *dev;     /* base's device mirror during a call (to_dev) */
 } buf_t;
 
 static void buf_make(buf_t *b, const ttype_t *t, long nelem, uint64_t garbage)
@@ -78,7 +82,27 @@ static void buf_make(buf_t *b, const ttype_t *t, long nelem, uint64_t garbage)
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     b->ptr = b->base + PAD;
+    b->dev = NULL;
     tu_fill_garbage(b->base, b->bytes, garbage);
+}
+
+/* The address MPI gets for `b`: the same place in its device mirror
+ * (b->ptr itself without TU_DEVICE). */
+static char *to_dev(buf_t *b)
+{
+    b->dev = tu_dev_mirror(b->base, b->bytes);
+    return b->dev + (b->ptr - b->base);
+}
+
+/* After the call: the mirror's bytes back into b, the mirror released. */
+static void from_dev(buf_t *b)
+{
+    if (b->dev == NULL) { /* not passed (MPI_IN_PLACE) */
+        return;
+    }
+    tu_dev_get(b->base, b->dev, b->bytes);
+    tu_dev_unmirror(b->dev, b->base);
+    b->dev = NULL;
 }
 
 static void buf_copy(buf_t *dst, const buf_t *src)
@@ -90,6 +114,7 @@ static void buf_copy(buf_t *dst, const buf_t *src)
     }
     memcpy(dst->base, src->base, src->bytes);
     dst->ptr = dst->base + (src->ptr - src->base);
+    dst->dev = NULL;
 }
 
 static void buf_free(buf_t *b)
@@ -270,7 +295,8 @@ static void t_bcast(const ttype_t *t, long count, int root)
     }
     buf_copy(&want, &b);
     fill(t, &want, 0, count, root, 0, 0);
-    check_rc(tf_bcast(b.ptr, (int)count, t->dt, root, MPI_COMM_WORLD), what);
+    check_rc(tf_bcast(to_dev(&b), (int)count, t->dt, root, MPI_COMM_WORLD), what);
+    from_dev(&b);
     check_buf(what, t, &b, &want, count, 0, -1);
     buf_free(&b);
     buf_free(&want);
@@ -337,20 +363,23 @@ static void t_gather(const ttype_t *t, long base, int root, int in_place,
             fill(t, &want, displs[q], counts[q], q, 0, 0);
         }
     }
-    const void *sp = here_in_place ? MPI_IN_PLACE : s.ptr;
+    const void *sp = here_in_place ? MPI_IN_PLACE : to_dev(&s);
+    char *rp = to_dev(&r);
     int rc;
     if (all) {
-        rc = v ? tf_allgatherv(sp, (int)mine, t->dt, r.ptr, counts, displs, t->dt,
+        rc = v ? tf_allgatherv(sp, (int)mine, t->dt, rp, counts, displs, t->dt,
                                 MPI_COMM_WORLD)
-               : tf_allgather(sp, (int)mine, t->dt, r.ptr, (int)base, t->dt,
+               : tf_allgather(sp, (int)mine, t->dt, rp, (int)base, t->dt,
                                MPI_COMM_WORLD);
     } else {
-        rc = v ? tf_gatherv(sp, (int)mine, t->dt, r.ptr, counts, displs, t->dt,
+        rc = v ? tf_gatherv(sp, (int)mine, t->dt, rp, counts, displs, t->dt,
                              root, MPI_COMM_WORLD)
-               : tf_gather(sp, (int)mine, t->dt, r.ptr, (int)base, t->dt, root,
+               : tf_gather(sp, (int)mine, t->dt, rp, (int)base, t->dt, root,
                             MPI_COMM_WORLD);
     }
     check_rc(rc, what);
+    from_dev(&s);
+    from_dev(&r);
     check_buf(what, t, &r, &want, 0, 0, -1);
     check_buf(what, t, &s, &s0, 0, 0, -1);
     buf_free(&s); buf_free(&s0); buf_free(&r); buf_free(&want);
@@ -380,12 +409,15 @@ static void t_scatter(const ttype_t *t, long base, int root, int in_place, int v
     if (!here_in_place) {
         fill(t, &want, 0, counts[rank], root, displs[rank], 0);
     }
-    void *rp = here_in_place ? MPI_IN_PLACE : r.ptr;
-    int rc = v ? tf_scatterv(s.ptr, counts, displs, t->dt, rp, counts[rank],
+    void *rp = here_in_place ? MPI_IN_PLACE : to_dev(&r);
+    char *sp = to_dev(&s);
+    int rc = v ? tf_scatterv(sp, counts, displs, t->dt, rp, counts[rank],
                               t->dt, root, MPI_COMM_WORLD)
-               : tf_scatter(s.ptr, (int)base, t->dt, rp, (int)base, t->dt, root,
+               : tf_scatter(sp, (int)base, t->dt, rp, (int)base, t->dt, root,
                              MPI_COMM_WORLD);
     check_rc(rc, what);
+    from_dev(&s);
+    from_dev(&r);
     check_buf(what, t, &r, &want, 0, 0, -1);
     check_buf(what, t, &s, &s0, 0, 0, -1);
     buf_free(&s); buf_free(&s0); buf_free(&r); buf_free(&want);
@@ -408,8 +440,11 @@ static void t_alltoall(const ttype_t *t, long count, int in_place)
     for (int q = 0; q < size; q++) {
         fill(t, &want, count * q, count, q, count * rank, 0);
     }
-    check_rc(tf_alltoall(in_place ? MPI_IN_PLACE : s.ptr, (int)count, t->dt,
-                          r.ptr, (int)count, t->dt, MPI_COMM_WORLD), what);
+    char *sp = to_dev(&s), *rp = to_dev(&r);
+    check_rc(tf_alltoall(in_place ? MPI_IN_PLACE : sp, (int)count, t->dt,
+                          rp, (int)count, t->dt, MPI_COMM_WORLD), what);
+    from_dev(&s);
+    from_dev(&r);
     check_buf(what, t, &r, &want, 0, 0, -1);
     check_buf(what, t, &s, &s0, 0, 0, -1);
     buf_free(&s); buf_free(&s0); buf_free(&r); buf_free(&want);
@@ -454,8 +489,11 @@ static void t_alltoallv(const ttype_t *t, long base, int in_place)
     for (int q = 0; q < size; q++) {
         fill(t, &want, rd[q], rc_[q], q, stride * rank, 0);
     }
-    check_rc(tf_alltoallv(in_place ? MPI_IN_PLACE : s.ptr, sc, sd, t->dt,
-                           r.ptr, rc_, rd, t->dt, MPI_COMM_WORLD), what);
+    char *sp = to_dev(&s), *rp = to_dev(&r);
+    check_rc(tf_alltoallv(in_place ? MPI_IN_PLACE : sp, sc, sd, t->dt,
+                           rp, rc_, rd, t->dt, MPI_COMM_WORLD), what);
+    from_dev(&s);
+    from_dev(&r);
     check_buf(what, t, &r, &want, 0, 0, -1);
     check_buf(what, t, &s, &s0, 0, 0, -1);
     buf_free(&s); buf_free(&s0); buf_free(&r); buf_free(&want);
@@ -479,8 +517,11 @@ static void t_reduce(const ttype_t *t, long count, MPI_Op op, int root,
     if (rank == root) {
         fill_reduced(t, &want, 0, count, 0, op);
     }
-    check_rc(tf_reduce(here_in_place ? MPI_IN_PLACE : s.ptr, r.ptr, (int)count,
+    char *sp = to_dev(&s), *rp = to_dev(&r);
+    check_rc(tf_reduce(here_in_place ? MPI_IN_PLACE : sp, rp, (int)count,
                         t->dt, op, root, MPI_COMM_WORLD), what);
+    from_dev(&s);
+    from_dev(&r);
     check_buf(what, t, &r, &want, rank == root ? count : 0, tolerance(t), -1);
     check_buf(what, t, &s, &s0, 0, 0, -1);
     buf_free(&s); buf_free(&s0); buf_free(&r); buf_free(&want);
@@ -514,12 +555,15 @@ static void t_reduce_scatter(const ttype_t *t, long base, MPI_Op op,
     }
     buf_copy(&want, &r);
     fill_reduced(t, &want, 0, mine, start, op);
+    char *sp = to_dev(&s), *rp = to_dev(&r);
     int rc = block
-        ? tf_reduce_scatter_block(in_place ? MPI_IN_PLACE : s.ptr, r.ptr,
+        ? tf_reduce_scatter_block(in_place ? MPI_IN_PLACE : sp, rp,
                                    (int)base, t->dt, op, MPI_COMM_WORLD)
-        : tf_reduce_scatter(in_place ? MPI_IN_PLACE : s.ptr, r.ptr, counts,
+        : tf_reduce_scatter(in_place ? MPI_IN_PLACE : sp, rp, counts,
                              t->dt, op, MPI_COMM_WORLD);
     check_rc(rc, what);
+    from_dev(&s);
+    from_dev(&r);
     /* In place, only the first block of the buffer is defined afterwards. */
     check_buf(what, t, &r, &want, mine, tolerance(t),
               in_place ? (long)(mine * t->extent) : -1);

@@ -27,6 +27,10 @@
  * collective requests are not checked (the standard leaves them undefined).
  * Inputs are small integers (also for double/float), so all results are
  * exact whatever the reduction order.
+ *
+ * With TU_DEVICE=cuda (testutil.h) the allreduces' buffers are device
+ * memory, put there before the start and read back at completion; the
+ * application's own point-to-point buffers stay host memory.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
@@ -96,6 +100,7 @@ typedef struct {
     int rank, size;
     uint64_t seed;
     unsigned char *sbuf, *rbuf, *scopy, *gcopy;
+    void *dsbuf, *drbuf; /* what MPI gets: sbuf, rbuf or their device mirrors */
     MPI_Request req;
     int started, completed;
     char what[200];
@@ -215,11 +220,13 @@ static void job_init(job_t *j, const char *part, int spec, size_t count, int inp
     }
     memcpy(j->scopy, j->sbuf, nb + GUARD);
     memcpy(j->gcopy, j->rbuf + nb, GUARD);
+    j->dsbuf = tu_dev_mirror(j->sbuf, nb + GUARD);
+    j->drbuf = tu_dev_mirror(j->rbuf, nb + GUARD);
 }
 
 static void job_start(job_t *j)
 {
-    int rc = MPI_Iallreduce(j->inplace ? MPI_IN_PLACE : j->sbuf, j->rbuf, (int)j->count,
+    int rc = MPI_Iallreduce(j->inplace ? MPI_IN_PLACE : j->dsbuf, j->drbuf, (int)j->count,
                             tdt(j->t), odt(j->o), j->comm, &j->req);
 
     j->started = tu_check(rc == MPI_SUCCESS, j->what, "MPI_Iallreduce returned %d (%s)", rc,
@@ -237,6 +244,8 @@ static void job_check(job_t *j, const char *how)
     int r;
 
     snprintf(w, sizeof w, "%s [%s]", j->what, how);
+    tu_dev_get(j->rbuf, j->drbuf, nb + GUARD);
+    tu_dev_get(j->sbuf, j->dsbuf, nb + GUARD);
     tu_check(!j->completed, w, "request reported complete twice");
     j->completed = 1;
     tu_check(j->req == MPI_REQUEST_NULL, w, "request not MPI_REQUEST_NULL after completion");
@@ -260,6 +269,8 @@ static void job_check(job_t *j, const char *how)
 static void job_free(job_t *j)
 {
     tu_check(j->completed || !j->started, j->what, "request never completed");
+    tu_dev_unmirror(j->dsbuf, j->sbuf);
+    tu_dev_unmirror(j->drbuf, j->rbuf);
     free(j->sbuf);
     free(j->rbuf);
     free(j->scopy);

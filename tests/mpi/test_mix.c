@@ -29,6 +29,11 @@
  * under the fake driver's checks (IPC memory freed while a peer has it
  * open, contexts on devices the buffers are not on).
  *
+ * With TU_DEVICE=cuda (testutil.h; mpi/cudaemu_programs.test, under
+ * libcollar_cudaemu.so and the CUDA emulation) the device buffers are
+ * cudaMalloc memory of the selected device instead, filled and read
+ * through a host buffer with cudaMemcpy.
+ *
  * Usage: test_mix [--expect ALG] [--counts LIST] [--devices LIST] [--lifetime]
  */
 #include <dlfcn.h>
@@ -55,6 +60,13 @@ static last_alg_fn last_alg;
 /* The buffers, for the largest count: two device, two host (the fake
  * driver's table of allocations is small: no allocation a call). */
 static void *dsend, *drecv, *hsend, *hrecv;
+/* Under TU_DEVICE=cuda: the host side of a device buffer's fill or check. */
+static void *scratch;
+
+static int on_device(const void *buf)
+{
+    return tu_dev_on() && (buf == dsend || buf == drecv);
+}
 
 /* The communicator of one_call. */
 static MPI_Comm on_comm;
@@ -95,10 +107,35 @@ static void fill(void *buf, MPI_Datatype dt, long n, int k)
     }
 }
 
+static size_t type_bytes(MPI_Datatype dt, long n)
+{
+    int esize;
+    MPI_Type_size(dt, &esize);
+    return (size_t)n * (size_t)esize;
+}
+
+/* fill(), or memset with `byte` when k < 0, of any of the buffers. */
+static void fill_any(void *buf, MPI_Datatype dt, long n, int k, int byte)
+{
+    void *at = on_device(buf) ? scratch : buf;
+    if (k < 0) {
+        memset(at, byte, type_bytes(dt, n));
+    } else {
+        fill(at, dt, n, k);
+    }
+    if (at != buf) {
+        tu_dev_put(buf, at, type_bytes(dt, n));
+    }
+}
+
 /* Wrong elements of buf against the sum over `size` ranks. */
 static long wrong(const void *buf, MPI_Datatype dt, long n, int size, long *first)
 {
     long bad = 0;
+    if (on_device(buf)) {
+        tu_dev_get(scratch, buf, type_bytes(dt, n));
+        buf = scratch;
+    }
     *first = -1;
     for (long i = 0; i < n; i++) {
         double want = 0.0;
@@ -156,9 +193,9 @@ static void one_call(int arrangement, MPI_Datatype dt, long n, int nonblocking,
     const size_t bytes = (size_t)n * (size_t)esize;
     void *send = mix == MIX_SH_RD ? hsend : dsend;
     void *recv = mix == MIX_SD_RH ? hrecv : drecv;
-    fill(mix == MIX_IN_PLACE ? recv : send, dt, n, rank);
+    fill_any(mix == MIX_IN_PLACE ? recv : send, dt, n, rank, 0);
     if (mix != MIX_IN_PLACE) {
-        memset(recv, 0x5a, bytes);
+        fill_any(recv, MPI_BYTE, (long)bytes, -1, 0x5a);
     }
     const void *sbuf = mix == MIX_IN_PLACE ? MPI_IN_PLACE : send;
 
@@ -217,10 +254,10 @@ static void lifetime(const char *expect, const long *counts, int ncounts)
     /* The operation outlives its communicator's handle. */
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
-    fill(drecv, MPI_DOUBLE, 7, rank);
+    fill_any(drecv, MPI_DOUBLE, 7, rank, 0);
     int rc = MPI_Allreduce(MPI_IN_PLACE, drecv, 7, MPI_DOUBLE, MPI_SUM, c);
     check_sum("blocking call before the communicator's free", rc, 7);
-    fill(drecv, MPI_DOUBLE, most, rank);
+    fill_any(drecv, MPI_DOUBLE, most, rank, 0);
     MPI_Request req = MPI_REQUEST_NULL;
     rc = MPI_Iallreduce(MPI_IN_PLACE, drecv, (int)most, MPI_DOUBLE, MPI_SUM, c, &req);
     MPI_Comm_free(&c);
@@ -230,13 +267,13 @@ static void lifetime(const char *expect, const long *counts, int ncounts)
     check_sum("MPI_Iallreduce, MPI_Comm_free, MPI_Wait", rc, most);
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
-    fill(drecv, MPI_DOUBLE, 7, rank);
+    fill_any(drecv, MPI_DOUBLE, 7, rank, 0);
     rc = MPI_Allreduce(MPI_IN_PLACE, drecv, 7, MPI_DOUBLE, MPI_SUM, c);
     check_sum("blocking call before a persistent one", rc, 7);
     rc = MPI_Allreduce_init(MPI_IN_PLACE, drecv, (int)most, MPI_DOUBLE, MPI_SUM, c,
                             MPI_INFO_NULL, &req);
     for (int k = 0; k < 2 && rc == MPI_SUCCESS; k++) {
-        fill(drecv, MPI_DOUBLE, most, rank);
+        fill_any(drecv, MPI_DOUBLE, most, rank, 0);
         rc = MPI_Start(&req);
         if (rc == MPI_SUCCESS) {
             rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -287,8 +324,10 @@ int main(int argc, char **argv)
         (fake_malloc_fn)dlsym(RTLD_DEFAULT, "collar_fakecuda_malloc");
     fake_free_fn fake_free = (fake_free_fn)dlsym(RTLD_DEFAULT, "collar_fakecuda_free");
     last_alg = (last_alg_fn)dlsym(RTLD_DEFAULT, "collar_last_algorithm");
-    if (fake_malloc == NULL || fake_free == NULL || last_alg == NULL) {
-        tu_skip("not under libcollar_fakecuda.so (no fake device memory)");
+    if ((!tu_dev_on() && (fake_malloc == NULL || fake_free == NULL)) ||
+        last_alg == NULL) {
+        tu_skip("not under libcollar_fakecuda.so (no fake device memory) "
+                "nor collar with TU_DEVICE=cuda");
     }
     long most = 1;
     for (int c = 0; c < ncounts; c++) {
@@ -296,11 +335,19 @@ int main(int argc, char **argv)
     }
     const size_t bytes = (size_t)most * sizeof(double);
     const int device = devices[rank % (ndevices > 0 ? ndevices : 1)];
-    dsend = fake_malloc(bytes, device);
-    drecv = fake_malloc(bytes, device);
+    if (tu_dev_on()) {
+        tu_dev_select(device);
+        dsend = tu_dev_alloc(bytes);
+        drecv = tu_dev_alloc(bytes);
+    } else {
+        dsend = fake_malloc(bytes, device);
+        drecv = fake_malloc(bytes, device);
+    }
     hsend = malloc(bytes);
     hrecv = malloc(bytes);
-    if (dsend == NULL || drecv == NULL || hsend == NULL || hrecv == NULL) {
+    scratch = malloc(bytes);
+    if (dsend == NULL || drecv == NULL || hsend == NULL || hrecv == NULL ||
+        scratch == NULL) {
         tu_fail("setup", "no memory for %zu bytes", bytes);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -317,10 +364,16 @@ int main(int argc, char **argv)
             }
         }
     }
-    fake_free(dsend);
-    fake_free(drecv);
+    if (tu_dev_on()) {
+        tu_dev_free(dsend);
+        tu_dev_free(drecv);
+    } else {
+        fake_free(dsend);
+        fake_free(drecv);
+    }
     free(hsend);
     free(hrecv);
+    free(scratch);
     const int rc = tu_finish();
     MPI_Finalize();
     return rc;

@@ -12,6 +12,10 @@
  * or an assertion), and the freed operation's own result, checked after
  * MPI_Finalize (the only point at which MPI says it is complete).
  * Exit 77 where the MPI library has no persistent collectives.
+ *
+ * With TU_DEVICE=cuda (testutil.h) every buffer the operations get is
+ * device memory: new data is put there before each start and the result
+ * read back after each completion.
  */
 #include "config.h"
 #include "testutil.h"
@@ -66,20 +70,25 @@ int main(int argc, char **argv)
     int *s = malloc((size_t)count * sizeof(int));
     int *r = malloc((size_t)count * sizeof(int));
     int *b = malloc((size_t)count * sizeof(int));
+    const size_t bytes = (size_t)count * sizeof(int);
+    int *ds = tu_dev_mirror(s, bytes), *dr = tu_dev_mirror(r, bytes);
+    int *db = tu_dev_mirror(b, bytes);
 
     /* One allreduce and one in place, started five times each with new data. */
     for (int in_place = 0; in_place < 2; in_place++) {
         MPI_Request req;
         const char *what = in_place ? "allreduce_init in place" : "allreduce_init";
-        tu_check_rc(MPI_Allreduce_init(in_place ? MPI_IN_PLACE : s, r, count,
+        tu_check_rc(MPI_Allreduce_init(in_place ? MPI_IN_PLACE : ds, dr, count,
                                        MPI_INT, MPI_SUM, MPI_COMM_WORLD,
                                        MPI_INFO_NULL, &req), what);
         for (int round = 0; round < 5; round++) {
             for (int i = 0; i < count; i++) {
                 (in_place ? r : s)[i] = value(rank, i, round);
             }
+            tu_dev_put(in_place ? dr : ds, in_place ? r : s, bytes);
             tu_check_rc(MPI_Start(&req), what);
             tu_check_rc(tf_complete(&req), what);
+            tu_dev_get(r, dr, bytes);
             check_sum(r, count, round, what);
         }
         tu_check_rc(MPI_Request_free(&req), "free inactive");
@@ -88,17 +97,21 @@ int main(int argc, char **argv)
 
     /* MPI_Startall over an allreduce and a broadcast. */
     MPI_Request two[2];
-    tu_check_rc(MPI_Allreduce_init(s, r, count, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+    tu_check_rc(MPI_Allreduce_init(ds, dr, count, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
                                    MPI_INFO_NULL, &two[0]), "startall: allreduce_init");
-    tu_check_rc(MPI_Bcast_init(b, count, MPI_INT, size - 1, MPI_COMM_WORLD,
+    tu_check_rc(MPI_Bcast_init(db, count, MPI_INT, size - 1, MPI_COMM_WORLD,
                                MPI_INFO_NULL, &two[1]), "startall: bcast_init");
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < count; i++) {
             s[i] = value(rank, i, round);
             b[i] = rank == size - 1 ? value(size, i, round) : -1;
         }
+        tu_dev_put(ds, s, bytes);
+        tu_dev_put(db, b, bytes);
         tu_check_rc(MPI_Startall(2, two), "startall");
         tu_check_rc(MPI_Waitall(2, two, tu_statuses_ignore()), "startall: waitall");
+        tu_dev_get(r, dr, bytes);
+        tu_dev_get(b, db, bytes);
         check_sum(r, count, round, "startall: allreduce");
         int bad = 0;
         for (int i = 0; i < count; i++) {
@@ -119,8 +132,9 @@ int main(int argc, char **argv)
     for (int i = 0; free_active && i < count; i++) {
         fs[i] = value(rank, i, 9);
     }
+    int *dfs = tu_dev_mirror(fs, bytes), *dfr = tu_dev_mirror(fr, bytes);
     if (free_active) {
-        tu_check_rc(MPI_Allreduce_init(fs, fr, count, MPI_INT, MPI_SUM,
+        tu_check_rc(MPI_Allreduce_init(dfs, dfr, count, MPI_INT, MPI_SUM,
                                        MPI_COMM_WORLD, MPI_INFO_NULL, &act),
                     "free active: init");
         tu_check_rc(MPI_Start(&act), "free active: start");
@@ -131,29 +145,38 @@ int main(int argc, char **argv)
         b[i] = value(rank, i, 11);
     }
     int *r2 = malloc((size_t)count * sizeof(int));
+    int *dr2 = tu_dev_mirror(r2, bytes);
+    tu_dev_put(db, b, bytes);
     MPI_Comm other;
     MPI_Comm_dup(MPI_COMM_WORLD, &other);
-    tu_check_rc(MPI_Allreduce(b, r2, count, MPI_INT, MPI_SUM, other),
+    tu_check_rc(MPI_Allreduce(db, dr2, count, MPI_INT, MPI_SUM, other),
                 "after free active");
+    tu_dev_get(r2, dr2, bytes);
     check_sum(r2, count, 11, "after free active");
     MPI_Comm_free(&other);
+    tu_dev_unmirror(dr2, r2);
     free(r2);
 
 #if defined(HAVE_PMPI_ALLREDUCE_C)
     MPI_Request big;
-    tu_check_rc(MPI_Allreduce_init_c(s, r, (MPI_Count)count, MPI_INT, MPI_SUM,
+    tu_check_rc(MPI_Allreduce_init_c(ds, dr, (MPI_Count)count, MPI_INT, MPI_SUM,
                                      MPI_COMM_WORLD, MPI_INFO_NULL, &big),
                 "allreduce_init_c");
     for (int round = 0; round < 2; round++) {
         for (int i = 0; i < count; i++) {
             s[i] = value(rank, i, round + 20);
         }
+        tu_dev_put(ds, s, bytes);
         MPI_Start(&big);
         MPI_Wait(&big, MPI_STATUS_IGNORE);
+        tu_dev_get(r, dr, bytes);
         check_sum(r, count, round + 20, "allreduce_init_c");
     }
     MPI_Request_free(&big);
 #endif
+    tu_dev_unmirror(ds, s);
+    tu_dev_unmirror(dr, r);
+    tu_dev_unmirror(db, b);
     free(s);
     free(r);
     free(b);
@@ -161,6 +184,7 @@ int main(int argc, char **argv)
     MPI_Finalize();
     if (free_active) {
         /* Finished by now: the operation freed while active is right too. */
+        tu_dev_get(fr, dfr, bytes);
         int bad = 0;
         for (int i = 0; i < count; i++) {
             long want = 0;
@@ -175,6 +199,8 @@ int main(int argc, char **argv)
             status = 1;
         }
     }
+    tu_dev_unmirror(dfs, fs);
+    tu_dev_unmirror(dfr, fr);
     free(fs);
     free(fr);
     return status;

@@ -15,6 +15,9 @@
  *   p2p       only the blocking point-to-point cases (Recv, Probe, Ssend,
  *             Sendrecv): the calls that progress without a progress thread
  *   multiple  ask for MPI_THREAD_MULTIPLE (default: MPI_THREAD_SINGLE)
+ *
+ * With TU_DEVICE=cuda (testutil.h) the allreduce's buffers are device
+ * memory; the blocking calls' tokens stay host memory.
  */
 #include "testutil.h"
 
@@ -85,6 +88,8 @@ int main(int argc, char **argv)
         tu_fail("malloc", "%d floats", count);
         return tu_finish();
     }
+    const size_t bytes = (size_t)count * sizeof(float);
+    float *dsbuf = tu_dev_mirror(sbuf, bytes), *drbuf = tu_dev_mirror(rbuf, bytes);
     for (int round = 0; round < 2 * ncases; round++) {
         const int how = round % ncases;
         const int in_place = round >= ncases;
@@ -92,8 +97,9 @@ int main(int argc, char **argv)
         snprintf(what, sizeof(what), "%s%s", block_names[how],
                  in_place ? " in place" : "");
         fill(in_place ? rbuf : sbuf, count, rank, round);
+        tu_dev_put(in_place ? drbuf : dsbuf, in_place ? rbuf : sbuf, bytes);
         MPI_Request req;
-        int rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : sbuf, rbuf, count,
+        int rc = MPI_Iallreduce(in_place ? MPI_IN_PLACE : dsbuf, drbuf, count,
                                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
         if (!tu_check_rc(rc, what)) {
             break;
@@ -169,8 +175,11 @@ int main(int argc, char **argv)
                 MPI_Bcast(&token, 1, MPI_INT, 1, MPI_COMM_WORLD);
             }
         }
+        tu_dev_get(rbuf, drbuf, bytes);
         check(rbuf, count, size, round, what);
     }
+    tu_dev_unmirror(dsbuf, sbuf);
+    tu_dev_unmirror(drbuf, rbuf);
     free(sbuf);
     free(rbuf);
     int rc = tu_finish();

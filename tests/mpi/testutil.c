@@ -2,8 +2,10 @@
  * collar - shared helpers for the MPI correctness test programs.
  * See testutil.h.
  */
+#include "config.h" /* _GNU_SOURCE: RTLD_DEFAULT */
 #include "testutil.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,6 +21,8 @@ static atomic_llong g_failures;
 static atomic_llong g_lines;
 static double g_timeout = 120.0;
 static long long g_max_lines = TU_MAX_FAIL_LINES;
+
+static void dev_init(void);
 
 void tu_init(const char *progname)
 {
@@ -36,6 +40,7 @@ void tu_init(const char *progname)
     env = getenv("TU_MAX_FAIL_LINES");
     if (env != NULL && atoll(env) > 0)
         g_max_lines = atoll(env);
+    dev_init();
 }
 
 const char *tu_progname(void) { return g_prog; }
@@ -264,4 +269,159 @@ long tu_rss_kb(void)
     }
     fclose(f);
     return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* ---- device memory (TU_DEVICE) ------------------------------------------ */
+
+/* The runtime's entry points, by value: no CUDA header, no link-time
+ * dependency (cudaError_t is an int-sized enum, cudaSuccess 0;
+ * cudaMemcpyHostToDevice 1, cudaMemcpyDeviceToHost 2). */
+typedef int (*dev_malloc_fn)(void **, size_t);
+typedef int (*dev_free_fn)(void *);
+typedef int (*dev_memcpy_fn)(void *, const void *, size_t, int);
+typedef int (*dev_sync_fn)(void);
+typedef int (*dev_count_fn)(int *);
+typedef int (*dev_set_fn)(int);
+typedef const char *(*dev_errstr_fn)(int);
+
+static struct {
+    int on;
+    int local;   /* node-local rank */
+    int chosen;  /* a device is current (tu_dev_select or the default) */
+    dev_count_fn count;
+    dev_set_fn set;
+    dev_malloc_fn malloc;
+    dev_free_fn free;
+    dev_memcpy_fn memcpy;
+    dev_sync_fn sync;
+    dev_errstr_fn errstr;
+} g_dev;
+
+/* A failed CUDA call: the program cannot go on (its buffers are lost). */
+static void dev_check(int err, const char *call)
+{
+    if (err == 0)
+        return;
+    fprintf(stdout, "rank %d: FAIL device: %s returned %d (%s)\n", g_rank, call,
+            err, g_dev.errstr != NULL ? g_dev.errstr(err) : "?");
+    fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+}
+
+static void *dev_sym(const char *name)
+{
+    void *f = dlsym(RTLD_DEFAULT, name);
+
+    if (f == NULL) {
+        fprintf(stdout, "rank %d: FAIL device: TU_DEVICE=cuda, but no %s in the "
+                "process (preload a CUDA runtime)\n", g_rank, name);
+        fflush(stdout);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    return f;
+}
+
+static void dev_init(void)
+{
+    const char *env = getenv("TU_DEVICE");
+    MPI_Comm node;
+
+    memset(&g_dev, 0, sizeof g_dev);
+    if (env == NULL || *env == '\0' || strcmp(env, "host") == 0)
+        return;
+    if (strcmp(env, "cuda") != 0) {
+        fprintf(stdout, "rank %d: FAIL device: TU_DEVICE=%s (cuda or host)\n",
+                g_rank, env);
+        fflush(stdout);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    g_dev.errstr = (dev_errstr_fn)dlsym(RTLD_DEFAULT, "cudaGetErrorString");
+    g_dev.malloc = (dev_malloc_fn)dev_sym("cudaMalloc");
+    g_dev.free = (dev_free_fn)dev_sym("cudaFree");
+    g_dev.memcpy = (dev_memcpy_fn)dev_sym("cudaMemcpy");
+    g_dev.sync = (dev_sync_fn)dev_sym("cudaDeviceSynchronize");
+    g_dev.count = (dev_count_fn)dev_sym("cudaGetDeviceCount");
+    g_dev.set = (dev_set_fn)dev_sym("cudaSetDevice");
+    /* Collective, so here; the device is chosen at the first allocation
+     * (a program that selects its own makes no context on another). */
+    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                         &node);
+    PMPI_Comm_rank(node, &g_dev.local);
+    PMPI_Comm_free(&node);
+    g_dev.on = 1;
+}
+
+int tu_dev_on(void) { return g_dev.on; }
+
+void tu_dev_select(int device)
+{
+    if (!g_dev.on)
+        return;
+    dev_check(g_dev.set(device), "cudaSetDevice");
+    g_dev.chosen = 1;
+}
+
+void *tu_dev_alloc(size_t n)
+{
+    void *dev = NULL;
+    int ndev = 0;
+
+    if (!g_dev.on) {
+        dev = malloc(n > 0 ? n : 1);
+        if (dev == NULL)
+            dev_check(-1, "malloc");
+        return dev;
+    }
+    if (!g_dev.chosen) {
+        /* A device per node-local rank, as a CUDA-aware program does. */
+        dev_check(g_dev.count(&ndev), "cudaGetDeviceCount");
+        if (ndev < 1)
+            dev_check(-1, "cudaGetDeviceCount (no device)");
+        tu_dev_select(g_dev.local % ndev);
+    }
+    dev_check(g_dev.malloc(&dev, n > 0 ? n : 1), "cudaMalloc");
+    return dev;
+}
+
+void tu_dev_free(void *dev)
+{
+    if (g_dev.on)
+        dev_check(g_dev.free(dev), "cudaFree");
+    else
+        free(dev);
+}
+
+void *tu_dev_mirror(const void *host, size_t n)
+{
+    void *dev;
+
+    if (!g_dev.on)
+        return (void *)host;
+    dev = tu_dev_alloc(n);
+    tu_dev_put(dev, host, n);
+    return dev;
+}
+
+void tu_dev_unmirror(void *dev, const void *host)
+{
+    if (g_dev.on && dev != host)
+        tu_dev_free(dev);
+}
+
+void tu_dev_put(void *dev, const void *host, size_t n)
+{
+    if (!g_dev.on || n == 0)
+        return;
+    dev_check(g_dev.memcpy(dev, host, n, 1), "cudaMemcpy to the device");
+    /* From pageable memory the copy may still be in flight at the return
+     * (CUDA's "API synchronization behavior"): what a program does before
+     * handing the buffer to another library. */
+    dev_check(g_dev.sync(), "cudaDeviceSynchronize");
+}
+
+void tu_dev_get(void *host, const void *dev, size_t n)
+{
+    if (!g_dev.on || n == 0)
+        return;
+    dev_check(g_dev.memcpy(host, dev, n, 2), "cudaMemcpy from the device");
 }

@@ -18,7 +18,9 @@
  *     exactly one line
  *       <program>: N passed, N failed
  *     and returns the exit status (0 ok, 1 failed);
- *   - tu_skip(), for the automake convention "exit 77 = skipped".
+ *   - tu_skip(), for the automake convention "exit 77 = skipped";
+ *   - a device-memory layer (tu_dev_*, TU_DEVICE=cuda): the programs' user
+ *     buffers in CUDA device memory, host memory otherwise.
  *
  * The counters are C11 atomics and the print is one fprintf per line, so
  * tu_check() may be called from several threads at once.
@@ -112,5 +114,38 @@ void tu_fill_garbage(void *buf, size_t n, uint64_t seed);
 double tu_progress_timeout(void);
 /* Call inside spin loops with the loop's start time; aborts on timeout. */
 void tu_progress_guard(double t0, const char *what);
+
+/* ---- device memory (TU_DEVICE) ---------------------------------------
+ *
+ * With TU_DEVICE=cuda in the environment, the programs put the buffers they
+ * pass to collectives in CUDA device memory: cudaMalloc, cudaFree,
+ * cudaMemcpy and cudaDeviceSynchronize are found with dlsym(RTLD_DEFAULT)
+ * in the process (a preloaded CUDA runtime: tests/cudaemu/libcudaemu.so),
+ * so the programs need no CUDA to build and run everywhere as before.
+ * The first allocation makes device (node-local rank % device count)
+ * current, unless the program chose one with tu_dev_select().
+ * The host cannot read device memory: a program fills a host buffer, hands
+ * MPI its device mirror (put before the call), and checks the host buffer
+ * after getting the mirror back.  Without TU_DEVICE (or TU_DEVICE=host) the
+ * mirror of a host buffer is the buffer itself and put/get do nothing: the
+ * programs run exactly as they did without this layer.  A missing runtime
+ * or a failing CUDA call prints "rank R: FAIL device: ..." and aborts. */
+
+/* 1 when the buffers are device memory (TU_DEVICE=cuda). */
+int tu_dev_on(void);
+/* Make `device` current for this thread's allocations (nothing without
+ * the layer). */
+void tu_dev_select(int device);
+/* n bytes of device memory (malloc without the layer), and its release. */
+void *tu_dev_alloc(size_t n);
+void tu_dev_free(void *dev);
+/* A device copy of host[0, n) (n may be 0); without the layer, host itself. */
+void *tu_dev_mirror(const void *host, size_t n);
+/* Release a mirror (nothing without the layer). */
+void tu_dev_unmirror(void *dev, const void *host);
+/* host[0, n) to its mirror, complete on the device before the return. */
+void tu_dev_put(void *dev, const void *host, size_t n);
+/* The mirror's bytes back into host[0, n). */
+void tu_dev_get(void *host, const void *dev, size_t n);
 
 #endif /* COLLAR_TESTS_MPI_TESTUTIL_H */

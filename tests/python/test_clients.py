@@ -37,7 +37,13 @@ before mpi4py imports its MPI module, not by LD_PRELOAD (which must not
 name libcollar.so then).
 --array=cupy: every buffer handed to MPI is a CuPy array in device memory
 (tests/gpu/run.sh, on a GPU); the references stay numpy, results are copied
-back to the host to be checked.  Default: numpy arrays.
+back to the host to be checked.  --array=cudaemu: every buffer is a
+minimal array object of this script's (CudaemuArray) with
+__cuda_array_interface__ (version 3), its memory from cudaMalloc of the
+CUDA runtime in the process (the emulation, tests/cudaemu/libcudaemu.so in
+LD_PRELOAD), filled and read with cudaMemcpy through ctypes; with collar on
+the emulation (COLLAR_DEVICE=cuda, tests/mpi/cudaemu_clients.test).
+Default: numpy arrays.
 """
 
 import json
@@ -69,12 +75,106 @@ for _a in sys.argv[1:]:
         ARRAY = _a.split("=", 1)[1]
     if _a.startswith("--memory="):
         MEMORY = _a.split("=", 1)[1]
+
+
+class Cudaemu:
+    """The part of an array module this script uses (asarray, zeros,
+    asnumpy), on device memory of the process's CUDA runtime, found by
+    ctypes among the loaded libraries: no CuPy, no toolkit."""
+
+    __version__ = "cudaemu"
+    H2D, D2H, D2D = 1, 2, 3
+
+    def __init__(self):
+        import ctypes
+        self.ct = ctypes
+        self.rt = ctypes.CDLL(None)
+        try:
+            self.rt.cudaMalloc
+        except AttributeError:
+            sys.exit("test_clients.py: --array=cudaemu: no cudaMalloc in the "
+                     "process (LD_PRELOAD the CUDA emulation)")
+        self.rt.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                       ctypes.c_size_t, ctypes.c_int]
+        self.rt.cudaMemset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+        self.rt.cudaFree.argtypes = [ctypes.c_void_p]
+        self.rt.cudaGetErrorString.restype = ctypes.c_char_p
+
+    def call(self, name, *args):
+        err = getattr(self.rt, name)(*args)
+        if err != 0:
+            raise RuntimeError("%s: %s" % (
+                name, self.rt.cudaGetErrorString(err).decode()))
+
+    def memcpy(self, dst, src, nbytes, kind):
+        if nbytes:
+            self.call("cudaMemcpy", dst, src, nbytes, kind)
+            # From pageable memory the copy may still be in flight: what a
+            # program does before handing the buffer to MPI.
+            self.call("cudaDeviceSynchronize")
+
+    def asarray(self, a):
+        a = np.ascontiguousarray(a)
+        d = CudaemuArray(self, a.size, a.dtype)
+        self.memcpy(d.ptr, a.ctypes.data, a.nbytes, self.H2D)
+        return d
+
+    def zeros(self, n, dt):
+        d = CudaemuArray(self, n, dt)
+        self.call("cudaMemset", d.ptr, 0, d.nbytes)
+        return d
+
+    def asnumpy(self, d):
+        a = np.empty(d.shape, d.dtype)
+        self.memcpy(a.ctypes.data, d.ptr, a.nbytes, self.D2H)
+        return a
+
+
+class CudaemuArray:
+    """A 1-d array in device memory that mpi4py takes as a buffer
+    (__cuda_array_interface__); `a[:] = x` copies x (numpy, scalar or
+    another CudaemuArray) in."""
+
+    def __init__(self, mod, n, dt):
+        self.mod = mod
+        self.dtype = np.dtype(dt)
+        self.shape = (int(n),)
+        self.nbytes = int(n) * self.dtype.itemsize
+        p = mod.ct.c_void_p()
+        mod.call("cudaMalloc", mod.ct.byref(p), mod.ct.c_size_t(max(self.nbytes, 1)))
+        self.ptr = p.value
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str,
+                "data": (self.ptr, False), "strides": None, "version": 3}
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __setitem__(self, key, value):
+        if key != slice(None):
+            raise IndexError("CudaemuArray: only a[:] = ...")
+        if isinstance(value, CudaemuArray):
+            self.mod.memcpy(self.ptr, value.ptr, self.nbytes, self.mod.D2D)
+            return
+        a = np.ascontiguousarray(np.broadcast_to(np.asarray(value, self.dtype), self.shape))
+        self.mod.memcpy(self.ptr, a.ctypes.data, self.nbytes, self.mod.H2D)
+
+    def __del__(self):
+        if self.ptr is not None:
+            self.mod.rt.cudaFree(self.ptr)
+            self.ptr = None
+
+
 if ARRAY == "cupy":
     import cupy as xp
+elif ARRAY == "cudaemu":
+    xp = Cudaemu()
 elif ARRAY == "numpy":
     xp = None
 else:
-    sys.exit("test_clients.py: --array=%s: expected numpy or cupy" % ARRAY)
+    sys.exit("test_clients.py: --array=%s: expected numpy, cupy or cudaemu" % ARRAY)
 
 
 def dev(a):
@@ -379,7 +479,9 @@ def main():
     for f in failures[:20]:
         print("clients: FAIL " + f, flush=True)
     mine = dict(made)
-    lib = MPI.Get_library_version().splitlines()[0].strip()
+    # Open MPI 4.1's string ends in a NUL (mpi4py 3.1 keeps it): grep
+    # would take the line for binary data.
+    lib = MPI.Get_library_version().splitlines()[0].replace("\0", "").strip()
     stats_file = os.environ.get("COLLAR_STATS_FILE")
     MPI.Finalize()
     if rank != 0:
@@ -389,7 +491,8 @@ def main():
     failed = int(total[0])
     print("clients: mpi4py %s, %s, %d ranks%s%s" % (
         __import__("mpi4py").__version__, lib, size,
-        "" if xp is None else ", CuPy %s arrays" % xp.__version__,
+        "" if xp is None else ", %s arrays" % (
+            "cudaemu" if ARRAY == "cudaemu" else "CuPy " + xp.__version__),
         "" if PROFILE is None else ", collar by mpi4py.profile"))
     for note in notes:
         print("clients: note: " + note)
