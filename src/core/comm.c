@@ -42,9 +42,10 @@
  * of every process of MPI_COMM_WORLD (MPI_Comm_split_type with
  * MPI_COMM_TYPE_SHARED and one allgather, inside MPI_Init), and whether it
  * has a device backend.  A communicator's nodes then follow from its group
- * (MPI_Group_translate_ranks).  With COLLAR_SIM_NODE_SIZE=k on the sim
- * device each node is cut into pseudo-nodes of k consecutive ranks of
- * MPI_COMM_WORLD, so that tests on one machine see several nodes.  The
+ * (MPI_Group_translate_ranks).  With COLLAR_SIM_NODE_SIZE=k each node is
+ * cut into pseudo-nodes of k consecutive ranks of MPI_COMM_WORLD, so that
+ * tests on one machine see several nodes (on any device backend: hier on
+ * the cuda backend over the CUDA emulation too).  The
  * communicators of `hier` are made only when hier runs, at its first
  * blocking allreduce on a communicator that spans nodes
  * (collar_comm_make_hier).
@@ -300,7 +301,7 @@ static void learn_nodes(int has_device)
         PMPI_Comm_free(&shared);
     }
     const long k = collar_cfg.sim_node_size;
-    if (k > 0 && collar_cfg.device == COLLAR_DEVICE_SIM) {
+    if (k > 0) {
         /* By rank in MPI_COMM_WORLD: a node is a property of the process,
          * the same in every communicator. */
         mine.sub = (int)(wrank / k);

@@ -250,9 +250,10 @@ static const cfg_row_t table[] = {
       "and device; 0: as fast as memcpy.",
       FIELD(sim_device_bandwidth), NULL, 0, 0 },
     { "COLLAR_SIM_NODE_SIZE", CFG_LONG, "0",
-      "sim device: processes are taken to be on nodes of this many "
-      "consecutive ranks of MPI_COMM_WORLD (within the real node), so that "
-      "one machine can pose as several nodes; 0: the real nodes.",
+      "processes are taken to be on nodes of this many consecutive ranks "
+      "of MPI_COMM_WORLD (within the real node), so that one machine can "
+      "pose as several nodes (to test hier, on any device backend); 0: the "
+      "real nodes.",
       FIELD(sim_node_size), NULL, 0, INT_MAX },
     { "COLLAR_SIM_FAIL", CFG_STRING, "",
       "sim device: inject failures, e.g. alloc:3,copy:10 (the 3rd staging "
