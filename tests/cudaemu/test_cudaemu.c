@@ -332,6 +332,9 @@ static void case_events(void)
     OK(cudaStreamSynchronize(s2));
     CHECK(seen.value == 1);
     float ms = -1;
+    /* t1 was recorded after ev: done only once s1 reaches it
+     * (cudaEventElapsedTime: cudaErrorNotReady until both are). */
+    OK(cudaEventSynchronize(t1));
     OK(cudaEventElapsedTime(&ms, t0, t1));
     CHECK(ms > 0.0f);   /* t1 completed after the gate opened */
     CHECK(cudaEventElapsedTime(&ms, t0, ev) == cudaErrorInvalidResourceHandle);
