@@ -38,11 +38,10 @@
 #           (build-mpich-cuda/: collar and the emulation only)
 #
 # Each stage prints a header and its time; a summary comes last.  Measured
-# on 2 cores: deps 0-1 min, asan 356 s, mpich about 340 s, matrix 103 s with the
-# wheels cached (about 5 min more for their first download and install),
-# cudaemu 99 s (cudaemu.test 71 s, run.sh 28 s), cudaemu-programs 121 s
-# (build/ 32 s of tests; build-mpich-cuda/ about 48 s to build and 41 s of
-# tests, measured with other jobs on the machine, load 4-6), fuzz 34 s.
+# on 2 cores from a fresh clone (nothing else running): deps 0-1 min, asan
+# 398 s, mpich 309 s, matrix 107 s with the wheels cached (about 5 min more
+# for their first download and install), cudaemu 69 s, fuzz 33 s,
+# cudaemu-programs 86 s (build-mpich-cuda/ built for one architecture).
 # CI_EXTRA_STAGES="asan fuzz" runs some stages only (deps always runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
