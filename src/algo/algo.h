@@ -146,11 +146,6 @@ typedef collar_status_t (*collar_in_turn_fn_t)(collar_comm_t *comm,
  * the memory whose peers could not be heard from is freed.
  */
 void collar_ipc_finalize(int barrier);
-/* The wait ipc uses where MPI_Comm_free waits for the other ranks: one
- * that progresses collar's operations meanwhile (the engine's, handed down
- * at start-up); PMPI_Wait until then. */
-typedef int (*collar_wait_fn_t)(MPI_Request *request, MPI_Status *status);
-void collar_ipc_set_wait(collar_wait_fn_t wait);
 /*
  * The rest of hier's eligibility, which needs the communicator, like
  * collar_algo_ipc_eligible: a communicator on one node runs ipc; one whose

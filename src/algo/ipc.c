@@ -124,25 +124,14 @@ const char *collar_ipc_fallback_why(collar_alg_t alg, int code)
  *     that stay true, so a card filled early is only out of date); the
  *     open step merges what the peers say, and retired memory that every
  *     peer has closed is freed, there or when it is retired;
- *   - MPI_Comm_free (the attribute's delete callback, on every rank of the
- *     communicator, where MPI_Comm_free stands in the order of its
- *     collectives): this rank drops the communicator's reference, then
- *     takes part in an MPI_MIN allreduce of "I have closed every region"
- *     (nothing of it left in flight here) on the application's
- *     communicator, whose collectives (the application's own, and
- *     collar's staged ones) are all issued in program order, unlike the
- *     private communicator's (issued by schedules in their turn).  All 1:
- *     every peer closed everything before contributing, and all the
- *     retired memory is freed.  Else (an operation outlived the handle,
- *     as MPI allows), the retired memory, and what is retired later,
- *     waits for MPI_Finalize.  MPI_Comm_free thus waits for the other
- *     ranks' MPI_Comm_free, as a collective call may; it progresses
- *     collar's operations meanwhile (collar_wait_progress), and the
- *     library progresses the application's, so what a peer waits for
- *     before its own MPI_Comm_free still completes.  The allreduce is
- *     completed inside the delete callback, before the communicator is
- *     gone (Open MPI 4.1 crashes progressing a nonblocking collective of
- *     a freed communicator);
+ *   - MPI_Comm_free (the attribute's delete callback): this rank drops
+ *     the communicator's reference (its mappings of the peers close when
+ *     the last operation holding the region ends), and its retired
+ *     memory, and what is retired later, waits for MPI_Finalize.  Nothing
+ *     waits for another rank there: MPI_Comm_free is local in the MPI
+ *     libraries, and valid programs free communicators in different
+ *     orders on different ranks, or between point-to-point calls that pair
+ *     them, which an agreement inside MPI_Comm_free would hang;
  *   - MPI_Finalize (every schedule over, every process there): an MPI_MIN
  *     allreduce on MPI_COMM_WORLD of "closed every mapping"; all 1: what
  *     waited is freed.  A process whose close failed (a broken context)
@@ -311,66 +300,29 @@ void collar_ipc_region_unref(ipc_region_t *g)
     free(g);
 }
 
-/* MPI_Wait that progresses collar's operations meanwhile (this rank's
- * operations on other communicators may be what a peer waits for before
- * it reaches its MPI_Comm_free): the engine's, which it hands down at
- * start-up (collar_ipc_set_wait); the library's MPI_Wait without one (the
- * unit tests link no engine). */
-static collar_wait_fn_t ipc_waiter;
-
-void collar_ipc_set_wait(collar_wait_fn_t wait)
-{
-    ipc_waiter = wait;
-}
-
-static int ipc_wait(MPI_Request *req)
-{
-    return ipc_waiter != NULL ? ipc_waiter(req, MPI_STATUS_IGNORE)
-                              : PMPI_Wait(req, MPI_STATUS_IGNORE);
-}
-
 /* The attribute's delete callback (MPI_Comm_free; MPI_Finalize for the
- * predefined communicators), on every rank of `comm` in the order of its
- * collectives: see "Freeing". */
+ * predefined communicators): see "Freeing".  Nothing here waits for
+ * another rank: MPI_Comm_free is local in the MPI libraries users run, and
+ * valid programs free communicators in different orders on different
+ * ranks (a garbage collector, destructors, threads) or between
+ * point-to-point calls that pair the ranks.  This rank's mappings of its
+ * peers' memory close as the last reference to the region goes; its own
+ * retired memory, which a peer may still map, waits for MPI_Finalize,
+ * where every process agrees that every mapping is closed
+ * (collar_ipc_finalize). */
 static void ipc_state_freed(void *arg, MPI_Comm comm)
 {
+    (void)comm;
     ipc_state_t *st = arg;
     ipc_region_t *g = st->region;
     st->region = NULL;
-    collar_ipc_region_unref(g);   /* the communicator's reference */
     pthread_mutex_lock(&st->lock);
-    int mine = st->mine.low >= st->next_gen;   /* every region closed here */
-    pthread_mutex_unlock(&st->lock);
-    int inter = 1, all = 0;
-    MPI_Request req = MPI_REQUEST_NULL;
-    MPI_Errhandler user = MPI_ERRHANDLER_NULL;
-    const int swapped = PMPI_Comm_get_errhandler(comm, &user) == MPI_SUCCESS
-                        && PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)
-                           == MPI_SUCCESS;
-    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter
-        || PMPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm, &req)
-           != MPI_SUCCESS
-        || ipc_wait(&req) != MPI_SUCCESS) {
-        all = 0;   /* not known: the safe side */
-    }
-    if (swapped) {
-        PMPI_Comm_set_errhandler(comm, user);
-    }
-    if (user != MPI_ERRHANDLER_NULL) {
-        PMPI_Errhandler_free(&user);
-    }
-    pthread_mutex_lock(&st->lock);
+    st->orphaned = 1;   /* what is retired from now on waits too */
     ipc_retired_t *list = st->retired;
     st->retired = NULL;
-    st->orphaned = all != 1;   /* what is retired from now on waits too */
     pthread_mutex_unlock(&st->lock);
-    if (all == 1) {
-        ipc_retired_free(list);
-    } else {
-        collar_debug(COLL, "ipc: a rank still maps IPC memory of a freed "
-                     "communicator: this rank's waits for MPI_Finalize");
-        ipc_defer(list);
-    }
+    ipc_defer(list);
+    collar_ipc_region_unref(g);   /* the communicator's reference */
 }
 
 static void ipc_state_release(void *arg)

@@ -116,7 +116,6 @@ static void collar_startup(void)
         collar_warn(INIT, "collar cannot start; every call passes through");
         return;
     }
-    collar_ipc_set_wait(collar_wait_progress);
     /* Right after collar_comm_init's collective over MPI_COMM_WORLD: the
      * moment the ranks' timelines are aligned on. */
     collar_observe_init(rank);
