@@ -325,7 +325,10 @@ static collar_status_t cu_mem_query(const void *ptr, collar_mem_kind_t *kind)
     COLLAR_CHECK(collar_ptrcache_kind(cu.cache, ptr, kind, &device));
     if (*kind != COLLAR_MEM_HOST && device >= 0) {
         cu_last_device = device;
-        __atomic_store_n(&cu.last, device, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&cu.last, __ATOMIC_RELAXED) != device) {
+            /* Once per change: the line is shared by every thread. */
+            __atomic_store_n(&cu.last, device, __ATOMIC_RELAXED);
+        }
         cu_note_device(device);
     }
     return COLLAR_OK;
