@@ -143,6 +143,7 @@ typedef struct {
     long                 sim_jitter_us;
     long                 sim_seed;
     long                 sim_streams;
+    int                  sim_inline;     /* COLLAR_SIM_INLINE: no workers */
     size_t               sim_bandwidth;  /* bytes/s of a copy; 0: unlimited */
     long                 sim_latency_us; /* fixed cost of each copy */
     size_t               sim_device_bandwidth; /* bytes/s on the device */
