@@ -20,7 +20,11 @@
  * copy out.  Every step waits for the caller's queued device work first.
  * The schedule ends with the status agreement (collar_sched_add_agree),
  * issued with the last chunk's allreduce: a rank whose copy-in failed (or
- * that could not get its staging) makes every rank return an error.
+ * that could not get its staging) makes every rank return an error.  With
+ * one chunk of a dense message whose op keeps a flag (an integer or real
+ * sum, product, minimum, maximum, and or or: collar_sched_can_fold), the
+ * agreement is one more element of the data's allreduce instead, issued
+ * at the same moment, and the call makes one internal collective.
  *
  * Chunks are whole elements: elements_per_chunk = max(1, chunk / type size);
  * the last chunk takes the remainder.  Counts are 64-bit (MPI_Count); a
@@ -115,6 +119,17 @@ static collar_status_t pipeline_build(const collar_call_t *call, MPI_Count per,
     size_t slot_len;
     chunk_span(call, nchunks, 0, per < call->count ? per : call->count, &off0,
                &slot_len);
+    /* One chunk of a dense message whose op keeps a flag: the status
+     * agreement rides in the data's allreduce as one more element, after
+     * the message in the slot (collar_sched_fold_agree), instead of an
+     * allreduce of its own. */
+    const int fold = nchunks == 1 && call->dense && !gaps && call->lo == 0
+                     && call->count < COLLAR_PIECE_MAX
+                     && call->extent == (MPI_Aint)collar_dtype_size(call->cdt)
+                     && collar_sched_can_fold(call->cdt, call->cop, s->comm->size);
+    if (fold) {
+        slot_len += (size_t)call->extent;
+    }
 
     char *slots_recv, *slots_send = NULL;
     COLLAR_CHECK(collar_sched_staging(s, (size_t)nslots * slot_len,
@@ -157,8 +172,12 @@ static collar_status_t pipeline_build(const collar_call_t *call, MPI_Count per,
                                   recv_free[k], &in_recv));
         }
 
-        COLLAR_CHECK(add_allreduce(s, call, host_send, hr_base, e1 - e0, in_recv,
-                                   in_send, &ar));
+        COLLAR_CHECK(add_allreduce(s, call, host_send, hr_base,
+                                   e1 - e0 + fold, in_recv, in_send, &ar));
+        if (fold) {
+            collar_sched_fold_agree(s, ar, hr_base + (e1 - e0) * call->extent,
+                                    call->cdt, call->cop);
+        }
         send_free[k] = ar;
 
         COLLAR_CHECK(add_copy(s, recv + off, hr, len, out_stream, ar, -1,
@@ -166,8 +185,9 @@ static collar_status_t pipeline_build(const collar_call_t *call, MPI_Count per,
     }
     /* Every rank learns whether any rank's contribution failed: issued
      * right after the last chunk's allreduce, when every copy-in is done,
-     * and overlapped with the allreduces in flight. */
-    return collar_sched_add_agree(s, 0);
+     * and overlapped with the allreduces in flight (or in that allreduce,
+     * folded). */
+    return fold ? COLLAR_OK : collar_sched_add_agree(s, 0);
 }
 
 collar_status_t collar_algo_staged_build(const collar_call_t *call,

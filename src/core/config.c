@@ -270,6 +270,12 @@ static const cfg_row_t table[] = {
     { "COLLAR_SIM_STREAMS", CFG_LONG, "2",
       "sim device: number of streams, each run by a worker thread.",
       FIELD(sim_streams), NULL, 1, 16 },
+    { "COLLAR_SIM_INLINE", CFG_BOOL, "0",
+      "sim device: run each copy and reduction at once in the calling "
+      "thread (its event is complete on return) instead of on the streams' "
+      "worker threads, which are then never started; to measure collar's "
+      "own cost per call apart from the hand-offs to the device.",
+      FIELD(sim_inline), NULL, 0, 0 },
 };
 
 #define NROWS (sizeof(table) / sizeof(table[0]))

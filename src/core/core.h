@@ -143,6 +143,7 @@ typedef struct {
     long                 sim_jitter_us;
     long                 sim_seed;
     long                 sim_streams;
+    int                  sim_inline;     /* COLLAR_SIM_INLINE: no workers */
     size_t               sim_bandwidth;  /* bytes/s of a copy; 0: unlimited */
     long                 sim_latency_us; /* fixed cost of each copy */
     size_t               sim_device_bandwidth; /* bytes/s on the device */
@@ -687,6 +688,14 @@ typedef struct {
             MPI_Datatype dt; MPI_Op op;
             int ord;  /* set by collar_sched_add: n-th collective step */
             int on;   /* collar_step_comm_t: which communicator */
+            /* The status agreement folded into this allreduce
+             * (collar_sched_fold_agree): the element at `fold`, of type
+             * fold_dt, is 1 on a rank that failed and 0 on the others when
+             * fold_fail is 1 (MPI_SUM, MAX, BOR, LOR), the other way round
+             * when it is 0 (PROD, MIN, BAND, LAND); NULL: none. */
+            void *fold;
+            collar_dtype_t fold_dt;
+            int fold_fail;
         } allreduce;
         struct {
             void *dst; const void *src[COLLAR_REDUCE_N_MAX]; int n;
@@ -826,6 +835,14 @@ int collar_sched_steps_done(const collar_sched_t *s, int first, int n);
  * done (the ring, whose every reduction feeds what it sends).
  */
 collar_status_t collar_sched_add_agree(collar_sched_t *s, int after_all);
+/* Whether the status agreement can ride in an allreduce of (dt, op) on
+ * `comm_size` ranks as one more element (collar_sched_fold_agree). */
+int collar_sched_can_fold(collar_dtype_t dt, collar_op_t op, int comm_size);
+/* Fold the status agreement into allreduce step `index`, whose last
+ * element (at `flag`, of type dt, reduced with op) is collar's: written at
+ * issue, read at completion. */
+void collar_sched_fold_agree(collar_sched_t *s, int index, void *flag,
+                             collar_dtype_t dt, collar_op_t op);
 /*
  * Advance: issue every step whose dependencies are done, complete what has
  * completed.  Returns COLLAR_OK when the schedule is finished (successfully

@@ -35,7 +35,9 @@
  * agreement (collar_sched_add_agree), the last collective of every
  * schedule: a nonblocking MPI_MAX allreduce of one int, issued when the
  * rank's contribution is final and overlapped with the data's allreduces
- * (staged, chunked) or at the end (the ring).  Every rank then either has
+ * (staged, chunked) or at the end (the ring), or carried by the data's
+ * own allreduce as one more element (collar_sched_fold_agree: one-chunk
+ * staged, where the op keeps a flag).  Every rank then either has
  * the right result or returns an error: a failure after the agreement (a
  * copy-out) fails that rank alone, whose contribution was already whole.
  */
@@ -160,6 +162,76 @@ collar_status_t collar_sched_add_agree(collar_sched_t *s, int after_all)
     collar_step_t t = { .kind = COLLAR_STEP_AGREE };
     t.u.allreduce.count = after_all;  /* AGREE: 1 waits for every step */
     return collar_sched_add(s, &t, NULL);
+}
+
+/* The 0/1 a rank puts in a folded agreement's element, and reads back. */
+static void fold_put(void *p, collar_dtype_t dt, int v)
+{
+    switch (dt) {
+    case COLLAR_DT_INT32:  { int32_t x = v;  memcpy(p, &x, sizeof(x)); break; }
+    case COLLAR_DT_UINT32: { uint32_t x = (uint32_t)v; memcpy(p, &x, sizeof(x)); break; }
+    case COLLAR_DT_INT64:  { int64_t x = v;  memcpy(p, &x, sizeof(x)); break; }
+    case COLLAR_DT_UINT64: { uint64_t x = (uint64_t)v; memcpy(p, &x, sizeof(x)); break; }
+    case COLLAR_DT_FLOAT:  { float x = (float)v; memcpy(p, &x, sizeof(x)); break; }
+    case COLLAR_DT_DOUBLE: { double x = v;   memcpy(p, &x, sizeof(x)); break; }
+    default: break;  /* collar_sched_can_fold admits no other */
+    }
+}
+
+/* The element is exactly v (v: 0 or 1). */
+static int fold_is(const void *p, collar_dtype_t dt, int v)
+{
+    union { int32_t i32; uint32_t u32; int64_t i64; uint64_t u64; float f; double d; } x;
+    memcpy(&x, p, collar_dtype_size(dt));
+    switch (dt) {
+    case COLLAR_DT_INT32:  return x.i32 == v;
+    case COLLAR_DT_UINT32: return x.u32 == (uint32_t)v;
+    case COLLAR_DT_INT64:  return x.i64 == v;
+    case COLLAR_DT_UINT64: return x.u64 == (uint64_t)v;
+    case COLLAR_DT_FLOAT:  return x.f == (float)v;
+    case COLLAR_DT_DOUBLE: return x.d == (double)v;
+    default: return 1;
+    }
+}
+
+/*
+ * An allreduce whose op keeps a flag: every rank that did not fail puts in
+ * the value the op leaves as it is when all put it in (0 for a sum, a
+ * maximum, an or; 1 for a product, a minimum, an and), a rank that failed
+ * the other one, and the result is that value exactly when no rank failed.
+ * A sum of n ones is exact in these types for the ranks a communicator
+ * can have (a float up to 2^24: the bound below).  Exclusive ors would
+ * cancel two failures, and narrower types could wrap: those keep the
+ * separate agreement.
+ */
+int collar_sched_can_fold(collar_dtype_t dt, collar_op_t op, int comm_size)
+{
+    const int integer = dt == COLLAR_DT_INT32 || dt == COLLAR_DT_UINT32
+                        || dt == COLLAR_DT_INT64 || dt == COLLAR_DT_UINT64;
+    const int real = dt == COLLAR_DT_FLOAT || dt == COLLAR_DT_DOUBLE;
+    if (!(integer || real) || comm_size >= (1 << 24)) {
+        return 0;
+    }
+    switch (op) {
+    case COLLAR_OP_SUM: case COLLAR_OP_PROD:
+    case COLLAR_OP_MIN: case COLLAR_OP_MAX:
+        return 1;
+    case COLLAR_OP_LAND: case COLLAR_OP_LOR:
+    case COLLAR_OP_BAND: case COLLAR_OP_BOR:
+        return integer;
+    default:
+        return 0;
+    }
+}
+
+void collar_sched_fold_agree(collar_sched_t *s, int index, void *flag,
+                             collar_dtype_t dt, collar_op_t op)
+{
+    collar_step_t *t = &s->steps[index];
+    t->u.allreduce.fold = flag;
+    t->u.allreduce.fold_dt = dt;
+    t->u.allreduce.fold_fail = op == COLLAR_OP_SUM || op == COLLAR_OP_MAX
+                               || op == COLLAR_OP_LOR || op == COLLAR_OP_BOR;
 }
 
 collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes, void **ptr)
@@ -556,6 +628,13 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         if (s->comm->coll_turn != s->ticket || t->u.allreduce.ord != s->coll_issued) {
             return COLLAR_INPROGRESS;
         }
+        if (t->u.allreduce.fold != NULL) {
+            /* As at an AGREE step: this rank's contribution is final. */
+            s->agree_in = s->status != COLLAR_OK;
+            fold_put(t->u.allreduce.fold, t->u.allreduce.fold_dt,
+                     s->agree_in ? t->u.allreduce.fold_fail
+                                 : !t->u.allreduce.fold_fail);
+        }
         if (t->kind == COLLAR_STEP_AGREE) {
             /* Everything this rank's contribution depends on is done. */
             s->agree_in = s->status != COLLAR_OK;
@@ -680,8 +759,13 @@ static collar_status_t step_test(collar_sched_t *s, collar_step_t *t)
         sched_fail(s, COLLAR_ERR_MPI, rc);
         return COLLAR_OK;
     }
-    if (flag && t->kind == COLLAR_STEP_AGREE && s->agree_out && !s->agree_in
-        && s->status == COLLAR_OK) {
+    const int folded = t->kind == COLLAR_STEP_IALLREDUCE
+                       && t->u.allreduce.fold != NULL;
+    if (flag && folded) {
+        s->agree_out = !fold_is(t->u.allreduce.fold, t->u.allreduce.fold_dt,
+                                !t->u.allreduce.fold_fail);
+    }
+    if (flag && (t->kind == COLLAR_STEP_AGREE || folded) && s->agree_out && !s->agree_in && s->status == COLLAR_OK) {
         collar_error(COLL, "schedule %llu failed on another rank; its result "
                      "here is not complete", (unsigned long long)s->seq);
         sched_fail(s, COLLAR_ERR_MPI, MPI_ERR_OTHER);

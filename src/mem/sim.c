@@ -57,7 +57,14 @@
  *     reused), does not map it: the open fails and ipc falls back on every
  *     rank.
  * Worker threads start on the first operation, so a process that never
- * stages anything never has them.
+ * stages anything never has them.  Under COLLAR_SIM_INLINE=1 there are
+ * none: each copy or reduction runs at once in the calling thread, under
+ * its stream's lock (so operations of one stream still run in order), and
+ * its event is complete when copy_async or reduce_async returns; failure
+ * injection, jitter and the modelled link and memory times apply as
+ * before.  That mode takes the worker threads' hand-offs out of a call's
+ * time, so that collar's own cost can be measured apart from the device's
+ * (tests/bench/run-owncost.sh).
  */
 #include "config.h"
 #include "mem.h"
@@ -210,6 +217,40 @@ static void sim_reduce_n(const sim_op_t *op)
     }
 }
 
+/* Perform `op` (or, injected, fail it), then record its times and complete
+ * its ticket.  Called by the stream's worker, or under COLLAR_SIM_INLINE by
+ * the caller holding the stream's lock. */
+static void sim_run(struct collar_stream *s, const sim_op_t *op)
+{
+    sim_jitter(s);
+    const uint64_t start = now_ns();
+    if (op->fail) {
+        /* Injected failure: nothing is done; the event reports it. */
+    } else if (op->kind == SIM_COPY) {
+        uint64_t t0 = now_ns();
+        if (op->bytes != 0 && op->dst != op->src) {
+            memmove(op->dst, op->src, op->bytes);
+        }
+        if (op->count) {   /* crosses the host-device link */
+            sim_link_time(op->bytes, now_ns() - t0);
+        } else {
+            sim_device_time(op->bytes, now_ns() - t0);
+        }
+    } else {
+        uint64_t t0 = now_ns();
+        sim_reduce_n(op);
+        sim_device_time((size_t)(op->nsrc + 1) * op->count
+                        * collar_dtype_size(op->dt), now_ns() - t0);
+    }
+    sim_time_t *tm = &s->times[op->ticket % SIM_TIMES];
+    atomic_store_explicit(&tm->ticket, 0, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&tm->start, start, memory_order_relaxed);
+    atomic_store_explicit(&tm->end, now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&tm->ticket, op->ticket, memory_order_release);
+    atomic_store_explicit(&s->completed, op->ticket, memory_order_release);
+}
+
 static void *sim_worker(void *arg)
 {
     struct collar_stream *s = arg;
@@ -228,33 +269,7 @@ static void *sim_worker(void *arg)
         }
         pthread_mutex_unlock(&s->lock);
 
-        sim_jitter(s);
-        const uint64_t start = now_ns();
-        if (op->fail) {
-            /* Injected failure: nothing is done; the event reports it. */
-        } else if (op->kind == SIM_COPY) {
-            uint64_t t0 = now_ns();
-            if (op->bytes != 0 && op->dst != op->src) {
-                memmove(op->dst, op->src, op->bytes);
-            }
-            if (op->count) {   /* crosses the host-device link */
-                sim_link_time(op->bytes, now_ns() - t0);
-            } else {
-                sim_device_time(op->bytes, now_ns() - t0);
-            }
-        } else {
-            uint64_t t0 = now_ns();
-            sim_reduce_n(op);
-            sim_device_time((size_t)(op->nsrc + 1) * op->count
-                            * collar_dtype_size(op->dt), now_ns() - t0);
-        }
-        sim_time_t *tm = &s->times[op->ticket % SIM_TIMES];
-        atomic_store_explicit(&tm->ticket, 0, memory_order_relaxed);
-        atomic_thread_fence(memory_order_release);
-        atomic_store_explicit(&tm->start, start, memory_order_relaxed);
-        atomic_store_explicit(&tm->end, now_ns(), memory_order_relaxed);
-        atomic_store_explicit(&tm->ticket, op->ticket, memory_order_release);
-        atomic_store_explicit(&s->completed, op->ticket, memory_order_release);
+        sim_run(s, op);
         free(op);
 
         pthread_mutex_lock(&s->lock);
@@ -276,6 +291,10 @@ static collar_status_t sim_start_workers(void)
                 st = COLLAR_ERR_DEVICE;
                 break;
             }
+            /* Named, so that a test can count them (/proc/self/task). */
+            char name[16];
+            snprintf(name, sizeof(name), "collar-sim-%d", n);
+            (void)pthread_setname_np(s->thread, name);
         }
         if (st == COLLAR_OK) {
             sim_started = 1;
@@ -748,61 +767,66 @@ static int sim_nstreams_fn(void)
     return sim_nstreams;
 }
 
-static collar_status_t sim_enqueue(sim_op_t *op, int stream, collar_event_t *done)
+/* Hand `op` (the caller's) to its stream: run it at once under
+ * COLLAR_SIM_INLINE, or queue a copy of it for the stream's worker. */
+static collar_status_t sim_enqueue(const sim_op_t *op, int stream,
+                                   collar_event_t *done)
 {
-    if (!sim_started) {
-        collar_status_t st = sim_start_workers();
-        if (st != COLLAR_OK) {
-            free(op);
-            return st;
-        }
-    }
-    struct collar_stream *s = &sim_streams[(unsigned)stream % (unsigned)sim_nstreams];
-    pthread_mutex_lock(&s->lock);
-    /* Once queued, the op belongs to the worker, which frees it when done:
-     * keep the ticket in a local. */
-    const uint64_t ticket = ++s->enqueued;
-    op->ticket = ticket;
-    op->next = NULL;
-    if (s->tail != NULL) {
-        s->tail->next = op;
+    struct collar_stream *s;
+    uint64_t ticket;
+    if (collar_cfg.sim_inline) {
+        s = &sim_streams[(unsigned)stream % (unsigned)sim_nstreams];
+        sim_op_t run = *op;
+        pthread_mutex_lock(&s->lock);
+        ticket = run.ticket = ++s->enqueued;
+        sim_run(s, &run);
+        pthread_mutex_unlock(&s->lock);
     } else {
-        s->head = op;
+        if (!sim_started) {
+            collar_status_t st = sim_start_workers();
+            if (st != COLLAR_OK) {
+                return st;
+            }
+        }
+        sim_op_t *q = malloc(sizeof(*q));
+        if (q == NULL) {
+            return COLLAR_ERR_NO_MEMORY;
+        }
+        *q = *op;
+        s = &sim_streams[(unsigned)stream % (unsigned)sim_nstreams];
+        pthread_mutex_lock(&s->lock);
+        /* Once queued, q belongs to the worker, which frees it when done:
+         * keep the ticket in a local. */
+        ticket = q->ticket = ++s->enqueued;
+        q->next = NULL;
+        if (s->tail != NULL) {
+            s->tail->next = q;
+        } else {
+            s->head = q;
+        }
+        s->tail = q;
+        pthread_cond_signal(&s->cond);
+        pthread_mutex_unlock(&s->lock);
     }
-    s->tail = op;
-    pthread_cond_signal(&s->cond);
-    pthread_mutex_unlock(&s->lock);
     done->stream = s;
     done->ticket = ticket;
-    done->handle = NULL;
+    done->handle = op->fail ? &sim_failed_marker : NULL;
     return COLLAR_OK;
 }
 
 static collar_status_t sim_copy_async(void *dst, const void *src, size_t bytes,
                                       int stream, collar_event_t *done)
 {
-    sim_op_t *op = calloc(1, sizeof(*op));
-    if (op == NULL) {
-        return COLLAR_ERR_NO_MEMORY;
-    }
-    op->kind = SIM_COPY;
-    op->dst = dst;
-    op->src = src;
-    op->bytes = bytes;
+    sim_op_t op = { .kind = SIM_COPY, .dst = dst, .src = src, .bytes = bytes };
     /* count, for a copy: 1 when it crosses the host-device link. */
-    op->count = sim_is_host_staging(dst, bytes) || sim_is_host_staging(src, bytes);
+    op.count = sim_is_host_staging(dst, bytes) || sim_is_host_staging(src, bytes);
     if (sim_fail_copy_at != 0
         && atomic_fetch_add(&sim_ncopies, 1) + 1 == sim_fail_copy_at) {
-        op->fail = 1;
+        op.fail = 1;
         collar_debug(MEM, "sim: injected failure of copy %llu (%zu bytes)",
                      (unsigned long long)sim_fail_copy_at, bytes);
     }
-    const int fail = op->fail;  /* the op is the worker's once queued */
-    collar_status_t st = sim_enqueue(op, stream, done);
-    if (st == COLLAR_OK && fail) {
-        done->handle = &sim_failed_marker;
-    }
-    return st;
+    return sim_enqueue(&op, stream, done);
 }
 
 static collar_status_t sim_reduce_n_async(void *dst, const void *const *src,
@@ -816,20 +840,12 @@ static collar_status_t sim_reduce_n_async(void *dst, const void *const *src,
     if (n < 2 || n > COLLAR_REDUCE_N_MAX) {
         return COLLAR_ERR_INVALID;
     }
-    sim_op_t *op = calloc(1, sizeof(*op));
-    if (op == NULL) {
-        return COLLAR_ERR_NO_MEMORY;
-    }
-    op->kind = SIM_REDUCE;
-    op->dst = dst;
-    op->nsrc = n;
+    sim_op_t op = { .kind = SIM_REDUCE, .dst = dst, .nsrc = n,
+                    .count = count, .dt = dt, .op = op_id };
     for (int k = 0; k < n; k++) {
-        op->srcs[k] = src[k];
+        op.srcs[k] = src[k];
     }
-    op->count = count;
-    op->dt = dt;
-    op->op = op_id;
-    return sim_enqueue(op, stream, done);
+    return sim_enqueue(&op, stream, done);
 }
 
 /* The pair inout = in op inout is the reduction of the two inputs

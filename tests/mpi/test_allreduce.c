@@ -64,6 +64,7 @@
 
 #include <float.h>
 #include <limits.h>
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -79,6 +80,7 @@ static int g_nonblocking;
 static int g_quick;
 static int g_large;
 static int g_verbose;
+static const char *g_threads;  /* --threads NAME */
 static size_t g_counts[64];
 static int g_ncounts;
 
@@ -1421,6 +1423,8 @@ static void usage(FILE *f)
             "  --large         add 64 MiB MPI_FLOAT and MPI_INT SUMs (separate buffers and\n"
             "                  MPI_IN_PLACE; < 200 MiB of buffers per rank)\n"
             "  --quick         only a subset of the predefined types\n"
+            "  --threads NAME  at the end, print how many of this process's threads\n"
+            "                  have a name starting with NAME (/proc/self/task)\n"
             "  --verbose       rank 0 prints each case before running it\n"
             "  --help          this text\n"
             "Prints one line '<program>: N passed, N failed'; exit 0 ok, 1 failed.\n");
@@ -1450,6 +1454,33 @@ static int parse_counts(const char *s)
     return g_ncounts > 0;
 }
 
+/* How many of this process's threads have a name starting with `prefix`
+ * (the comm of each entry of /proc/self/task); -1 when it cannot be read. */
+static int count_threads(const char *prefix)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        char path[300], comm[64] = "";
+        FILE *f;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        f = fopen(path, "r");
+        if (f == NULL)
+            continue;  /* the thread has ended meanwhile */
+        if (fgets(comm, sizeof comm, f) != NULL
+            && strncmp(comm, prefix, strlen(prefix)) == 0)
+            n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
 int main(int argc, char **argv)
 {
     static const size_t defcounts[] = { 0, 1, 2, 7, 31, 1031 };
@@ -1476,6 +1507,8 @@ int main(int argc, char **argv)
             g_verbose = 1;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             help = 1;
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            g_threads = argv[++i];
         else if (strcmp(argv[i], "--counts") == 0 && i + 1 < argc)
             bad_usage |= !parse_counts(argv[++i]);
         else if (strncmp(argv[i], "--counts=", 9) == 0)
@@ -1538,6 +1571,9 @@ int main(int argc, char **argv)
     }
     if (g_verbose && wrank == 0)
         printf("  elapsed %.2f s\n", MPI_Wtime() - t0);
+    if (g_threads != NULL)
+        printf("test_allreduce: rank %d: %d threads named %s*\n", wrank,
+               count_threads(g_threads), g_threads);
 
     MPI_Comm_free(&comms[1]);
     free_derived();

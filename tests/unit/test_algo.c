@@ -1041,6 +1041,70 @@ static void test_sim_ipc(void)
     dev->ipc_free(own);
 }
 
+/* The internal collectives of a staged schedule: data allreduces and
+ * status agreements; *folded: an allreduce carries the agreement. */
+static void count_colls(const collar_sched_t *s, int *ar, int *agree, int *folded)
+{
+    *ar = *agree = *folded = 0;
+    for (int i = 0; i < s->nsteps; i++) {
+        const collar_step_t *t = &s->steps[i];
+        *ar += t->kind == COLLAR_STEP_IALLREDUCE;
+        *agree += t->kind == COLLAR_STEP_AGREE;
+        *folded += t->kind == COLLAR_STEP_IALLREDUCE && t->u.allreduce.fold != NULL;
+    }
+}
+
+/* staged, one chunk, an op that keeps a flag: the status agreement is one
+ * more element of the data's allreduce (one internal collective a call);
+ * an exclusive or, a narrow sum and several chunks keep it apart. */
+static void test_fold_agree(void)
+{
+    char *sb = (char *)((uintptr_t)1 << 44), *rb = (char *)((uintptr_t)1 << 45);
+    collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = 2,
+                           .rank = 0, .tag_ub = 32767 };
+    static const struct {
+        collar_dtype_t cdt; int size; collar_op_t cop; size_t chunk; int folds;
+    } cases[] = {
+        { COLLAR_DT_INT32, 4, COLLAR_OP_SUM, 0, 1 },
+        { COLLAR_DT_DOUBLE, 8, COLLAR_OP_MIN, 0, 1 },
+        { COLLAR_DT_UINT64, 8, COLLAR_OP_BAND, 0, 1 },
+        { COLLAR_DT_INT32, 4, COLLAR_OP_BXOR, 0, 0 },
+        { COLLAR_DT_INT8, 1, COLLAR_OP_SUM, 0, 0 },
+        { COLLAR_DT_INT32, 4, COLLAR_OP_SUM, 64, 0 },   /* chunked, 16 chunks */
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        collar_call_t call = dense_call(256, cases[k].size, cases[k].cdt,
+                                        MPI_DATATYPE_NULL, sb, rb);
+        call.cop = cases[k].cop;
+        collar_status_t st;
+        collar_sched_t *s = build(&comm, cases[k].chunk ? collar_algo_chunked_build
+                                                        : collar_algo_staged_build,
+                                  &call, cases[k].chunk, &st);
+        UNIT_CHECK(st == COLLAR_OK, "case %zu: build status %d", k, st);
+        int ar, agree, folded;
+        count_colls(s, &ar, &agree, &folded);
+        if (cases[k].folds) {
+            UNIT_CHECK(ar == 1 && agree == 0 && folded == 1
+                       && s->steps[s->nsteps - 1].kind == COLLAR_STEP_COPY,
+                       "case %zu: %d allreduces (%d folded), %d agreements",
+                       k, ar, folded, agree);
+            for (int i = 0; i < s->nsteps; i++) {
+                const collar_step_t *t = &s->steps[i];
+                if (t->kind == COLLAR_STEP_IALLREDUCE) {
+                    UNIT_CHECK(t->u.allreduce.count == 257
+                               && (char *)t->u.allreduce.fold
+                                  == (char *)t->u.allreduce.rbuf + 256 * cases[k].size,
+                               "case %zu: the flag is element 257", k);
+                }
+            }
+        } else {
+            UNIT_CHECK(agree == 1 && folded == 0,
+                       "case %zu: %d agreements, %d folded", k, agree, folded);
+        }
+        collar_sched_destroy(s);
+    }
+}
+
 int main(int argc, char **argv)
 {
     collar_config_load();
@@ -1049,6 +1113,9 @@ int main(int argc, char **argv)
     UNIT_CHECK(dev->init() == COLLAR_OK, "sim init");
     if (want(argc, argv, "test_large_count")) {
         test_large_count();
+    }
+    if (want(argc, argv, "test_fold_agree")) {
+        test_fold_agree();
     }
     if (want(argc, argv, "test_huge_chunk")) {
         test_huge_chunk();
