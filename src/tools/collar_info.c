@@ -99,6 +99,19 @@ static int check_table(const char *path)
                     "(only chunked and ring cut messages into chunks)\n", path,
                     r->line, collar_alg_name(r->alg));
         }
+        if (collar_rule_shaped(r)) {
+            /* Valid but dead: no communicator of its ranks has its shape
+             * (K nodes of P ranks hold K x P ranks). */
+            const long long nlo = r->nodes_lo ? r->nodes_lo : 1;
+            const long long nhi = r->nodes_lo ? r->nodes_hi : INT_MAX;
+            const long long plo = r->ppn_lo ? r->ppn_lo : 1;
+            const long long phi = r->ppn_lo ? r->ppn_hi : INT_MAX;
+            if (nlo * plo > r->ranks_hi || nhi * phi < r->ranks_lo) {
+                fprintf(stderr, "%s:%d: warning: no communicator of the rule's "
+                        "ranks has its node shape: the rule never matches\n",
+                        path, r->line);
+            }
+        }
         if (r->oneshot != 0 && r->alg != COLLAR_ALG_IPC) {
             fprintf(stderr, "%s:%d: warning: oneshot= has no effect on a %s "
                     "rule (only ipc has a one-shot threshold)\n", path, r->line,
