@@ -42,7 +42,9 @@
  * of every process of MPI_COMM_WORLD (MPI_Comm_split_type with
  * MPI_COMM_TYPE_SHARED and one allgather, inside MPI_Init), and whether it
  * has a device backend.  A communicator's nodes then follow from its group
- * (MPI_Group_translate_ranks).  With COLLAR_SIM_NODE_SIZE=k each node is
+ * (MPI_Group_translate_ranks), and with them the node shape that selection
+ * matches rules against (collar_comm_shape: nodes spanned, fewest and most
+ * ranks on one).  With COLLAR_SIM_NODE_SIZE=k each node is
  * cut into pseudo-nodes of k consecutive ranks of MPI_COMM_WORLD, so that
  * tests on one machine see several nodes (on any device backend: hier on
  * the cuda backend over the CUDA emulation too).  The
