@@ -221,8 +221,9 @@ void collar_algo_log_choice(int rank, const collar_select_key_t *key,
     char range[32];
     size_range(key->bytes, range, sizeof(range));
     char once[160];
-    snprintf(once, sizeof(once), "choice %d %s %d %d %s", key->comm_size, range,
-             (int)key->mem, (int)plan->alg, plan->fallback ? plan->fallback : "");
+    snprintf(once, sizeof(once), "choice %d %d %s %d %d %s", key->comm_size,
+             key->nodes, range, (int)key->mem, (int)plan->alg,
+             plan->fallback ? plan->fallback : "");
     if (!collar_log_first(once)) {
         return;
     }

@@ -559,10 +559,11 @@ static void ipc_registered(collar_sched_t *s, ipc_region_t *g, collar_alg_t alg)
 static void ipc_log(const collar_sched_t *s, const ipc_op_t *op,
                     const collar_plan_t *plan)
 {
-    const collar_select_key_t key = {
+    collar_select_key_t key = {
         .coll = COLLAR_COLL_ALLREDUCE, .mem = op->call.mem,
         .comm_size = s->comm->size, .bytes = op->call.bytes, .reducible = 1,
     };
+    collar_comm_shape(s->comm, &key);
     collar_algo_log_choice(s->comm->rank, &key, plan);
 }
 

@@ -42,7 +42,9 @@
  * of every process of MPI_COMM_WORLD (MPI_Comm_split_type with
  * MPI_COMM_TYPE_SHARED and one allgather, inside MPI_Init), and whether it
  * has a device backend.  A communicator's nodes then follow from its group
- * (MPI_Group_translate_ranks).  With COLLAR_SIM_NODE_SIZE=k each node is
+ * (MPI_Group_translate_ranks), and with them the node shape that selection
+ * matches rules against (collar_comm_shape: nodes spanned, fewest and most
+ * ranks on one).  With COLLAR_SIM_NODE_SIZE=k each node is
  * cut into pseudo-nodes of k consecutive ranks of MPI_COMM_WORLD, so that
  * tests on one machine see several nodes (on any device backend: hier on
  * the cuda backend over the CUDA emulation too).  The
@@ -503,15 +505,20 @@ static void comm_find_node(collar_comm_t *c, MPI_Comm comm)
     c->one_node = m == n;
     /* The smallest node: runs of equal keys. */
     qsort(keys, (size_t)n, sizeof(*keys), cmp_key);
-    int smallest = n;
+    int smallest = n, largest = 0, nodes = 0;
     for (int i = 0; i < n;) {
         int j = i;
         while (j < n && keys[j] == keys[i]) {
             j++;
         }
         smallest = j - i < smallest ? j - i : smallest;
+        largest = j - i > largest ? j - i : largest;
+        nodes++;
         i = j;
     }
+    c->nnodes = nodes;
+    c->ppn_min = smallest;
+    c->ppn_max = largest;
     /* A rank without a device (no IPC) makes nobody try hier. */
     c->node_min = device_everywhere ? smallest : 0;
     c->node_known = 1;
@@ -519,6 +526,14 @@ static void comm_find_node(collar_comm_t *c, MPI_Comm comm)
     free(keys);
     collar_debug(COLL, "node: rank %d of %d on this node%s", c->node_rank,
                  c->node_size, c->one_node ? " (the whole communicator)" : "");
+}
+
+void collar_comm_shape(const collar_comm_t *c, collar_select_key_t *key)
+{
+    const int known = c != NULL && c->node_known;
+    key->nodes = known ? c->nnodes : 0;
+    key->ppn_min = known ? c->ppn_min : 0;
+    key->ppn_max = known ? c->ppn_max : 0;
 }
 
 /* The private duplicate of `comm` (see the top of this file), inside a

@@ -256,6 +256,9 @@ typedef struct collar_comm {
                               node, in node rank order; node_peers[node_rank]
                               is this rank */
     int      one_node;     /* every rank of the communicator is on one node */
+    int      nnodes;       /* nodes the communicator spans (node_known) */
+    int      ppn_min;      /* the fewest and most ranks on one of them */
+    int      ppn_max;
     int      node_min;     /* ranks on the smallest node of the communicator,
                               0 when some rank has no device backend */
     /* Made by `hier` at its first blocking allreduce on a communicator that
@@ -373,7 +376,17 @@ typedef struct {
     int               comm_size;
     size_t            bytes;     /* one rank's contribution: count x size */
     int               reducible; /* predefined op and type: collar can reduce */
+    /* The communicator's node shape (collar_comm_shape): nodes spanned, and
+     * the fewest and most ranks on one of them.  nodes 0: unknown, and only
+     * rules without a shape match. */
+    int               nodes;
+    int               ppn_min;
+    int               ppn_max;
 } collar_select_key_t;
+
+/* The node shape of the key of a call on c (nodes spanned, fewest and most
+ * ranks on one node), known locally; nodes 0 when c's nodes are unknown. */
+void collar_comm_shape(const collar_comm_t *c, collar_select_key_t *key);
 
 struct collar_rule_s;
 
@@ -425,13 +438,17 @@ typedef struct collar_rule_s {
     collar_alg_t  alg;
     size_t        chunk;       /* chunk=SIZE option; 0 when absent */
     size_t        oneshot;     /* oneshot=SIZE option (ipc); 0 when absent */
+    /* The node shape (version 2): nodes=N[-M] and ppn=N[-M], inclusive;
+     * lo 0 when the key is absent.  A rule with either is "shaped". */
+    int           nodes_lo, nodes_hi;
+    int           ppn_lo, ppn_hi;
     int           line;        /* line in its source (1-based) */
 } collar_rule_t;
 
 typedef struct {
     collar_rule_t *rules;
     int            nrules;
-    int            version;       /* 1 (inline rules: 0 without a version line) */
+    int            version;       /* 1 or 2 (inline rules: 0 without a version line) */
     char           system[256];   /* from a "# ... system: TEXT" comment */
     uint64_t       hash;          /* FNV-1a of the canonical rules */
 } collar_table_t;
@@ -456,12 +473,23 @@ collar_status_t collar_table_parse(const char *text, size_t len,
 collar_status_t collar_table_load(const char *path, collar_table_t *table,
                                   char *err, size_t errlen);
 void collar_table_free(collar_table_t *table);
-/* The first rule matching, or NULL. */
+/* The rule matching a call whose node shape is unknown (only rules
+ * without nodes= or ppn= match), or NULL. */
 const collar_rule_t *collar_table_match(const collar_table_t *table,
                                         collar_coll_t coll,
                                         collar_mem_kind_t mem, int ranks,
                                         size_t bytes);
-/* Write the table back in the file format: a system comment, "version 1",
+/* The rule matching the call of `key` (its coll, comm_size, bytes and node
+ * shape; memory `mem`): a shaped rule whose nodes= and ppn= hold the
+ * communicator's shape, else a rule without a shape, else NULL.  Rules of
+ * one kind never overlap, so at most one of each matches. */
+const collar_rule_t *collar_table_match_key(const collar_table_t *table,
+                                            const collar_select_key_t *key,
+                                            collar_mem_kind_t mem);
+/* 1 when the rule has nodes= or ppn=. */
+int collar_rule_shaped(const collar_rule_t *rule);
+/* Write the table back in the file format: a system comment, "version 1"
+ * (or 2 when a rule has a node shape),
  * one canonical rule a line; parsing it gives the same rules and hash. */
 void collar_table_write(const collar_table_t *table, FILE *out);
 /* 1 when both tables hold the same rules, in the same order (lines and

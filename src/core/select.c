@@ -2,7 +2,8 @@
  * collar - algorithm selection.
  *
  * A pure function of what every rank agrees on (collective, memory kind,
- * communicator size, bytes) and of the configuration, so that all ranks make
+ * communicator size, bytes, the communicator's node shape) and of the
+ * configuration, so that all ranks make
  * the same choice.  Sources, strongest first:
  *
  *   1. COLLAR_ALGORITHM        forces one algorithm for every call;
@@ -165,8 +166,8 @@ void collar_select(const collar_select_key_t *key, collar_plan_t *plan)
         plan->reason = "no rule matches: default for the memory kind";
         plan->alg = mem == COLLAR_MEM_HOST ? COLLAR_ALG_NATIVE : COLLAR_ALG_STAGED;
         for (int i = 0; i < nsources; i++) {
-            const collar_rule_t *rule = collar_table_match(
-                &sources[i].table, key->coll, mem, key->comm_size, key->bytes);
+            const collar_rule_t *rule =
+                collar_table_match_key(&sources[i].table, key, mem);
             if (rule != NULL) {
                 plan->alg = rule->alg;
                 plan->chunk = rule->chunk;

@@ -4,10 +4,17 @@
  * A table is text, one rule a line:
  *
  *   # collar tuning table · system: 1x H200, Open MPI 5.0 · made by collar-tune
- *   version 1
- *   # collective memory ranks bytes      algorithm options
- *   allreduce    device  2-8   0-64K      staged
- *   allreduce    device  2-8   64K-16M    chunked   chunk=1M
+ *   version 2
+ *   # collective memory ranks bytes   [shape]  algorithm options
+ *   allreduce    device  2-8   0-64K           staged
+ *   allreduce    device  2-8   64K-inf nodes=1 ipc
+ *   allreduce    device  2-8   64K-inf         chunked   chunk=1M
+ *
+ * Version 2 adds the node shape between the bytes and the algorithm
+ * (nodes=N[-M], ppn=N[-M]: nodes spanned, ranks on each node); version 1
+ * tables, which have none, read as before.  A shaped rule matches only a
+ * communicator whose shape is known and within it, and is preferred over a
+ * rule without a shape; rules overlap only with rules of their own kind.
  *
  * Forgiving in whitespace (spaces, tabs, CR LF), strict in meaning: every
  * token is checked, and the first bad one rejects the whole table with one
@@ -36,7 +43,7 @@
 #define TABLE_CHUNK_MAX ((size_t)COLLAR_CHUNK_MAX)
 #define SHOW_MAX        40               /* bytes of a token in a message */
 #define SHOW_BUF        (SHOW_MAX * 4 + 8)
-#define RULE_BUF        160              /* one canonical rule, with margin */
+#define RULE_BUF        256              /* one canonical rule, with margin */
 
 /* ------------------------------------------------------------------- names */
 
@@ -168,6 +175,7 @@ typedef struct {
     int             cap;           /* rules allocated */
     int             seen_content;  /* a version line or a rule so far */
     int             have_version;
+    int             version;       /* 1 or 2 once have_version */
     int             have_system;
     char            scratch[TABLE_MAX_LINE + 1];  /* a token, NUL-terminated */
 } parser_t;
@@ -274,48 +282,94 @@ static const char *find_dash(const tok_t *t)
     return memchr(t->p, '-', t->len);
 }
 
-/* N, N-M or N-inf; inclusive, 1 <= N <= M. */
+/* N, N-M or N-inf; inclusive, 1 <= N <= M.  The range is [p, p + len) at
+ * column col; `what` names it ("rank range") and `unit` its unit ("ranks"). */
+static collar_status_t parse_range(parser_t *ps, const char *p, size_t len,
+                                   size_t col, const char *what,
+                                   const char *unit, int *out_lo, int *out_hi)
+{
+    char shown[SHOW_BUF];
+    const tok_t t = { .p = p, .len = len, .col = col };
+    const char *dash = find_dash(&t);
+    const char *lo = p;
+    size_t lolen = dash ? (size_t)(dash - p) : len;
+    const char *hi = dash ? dash + 1 : NULL;
+    size_t hilen = dash ? len - lolen - 1 : 0;
+    int vlo = 0, vhi = 0;
+
+    if (mem_eq(lo, lolen, "inf")) {
+        return fail(ps, col, "bad %s '%s': inf is only allowed as the upper "
+                    "bound", what, show_tok(&t, shown));
+    }
+    int rc = parse_count(lo, lolen, &vlo);
+    if (rc == 0 && dash != NULL) {
+        if (mem_eq(hi, hilen, "inf")) {
+            vhi = INT_MAX;
+        } else {
+            rc = parse_count(hi, hilen, &vhi);
+        }
+    } else if (rc == 0) {
+        vhi = vlo;
+    }
+    if (rc == -1) {
+        return fail(ps, col, "bad %s '%s': expected N, N-M or N-inf with whole "
+                    "numbers 1 <= N <= M", what, show_tok(&t, shown));
+    }
+    if (rc == -2) {
+        return fail(ps, col, "bad %s '%s': a bound exceeds %d (use inf)", what,
+                    show_tok(&t, shown), INT_MAX);
+    }
+    if (vlo == 0) {
+        return fail(ps, col, "bad %s '%s': %s start at 1", what,
+                    show_tok(&t, shown), unit);
+    }
+    if (vlo > vhi) {
+        return fail(ps, col, "bad %s '%s': the lower bound exceeds the upper",
+                    what, show_tok(&t, shown));
+    }
+    *out_lo = vlo;
+    *out_hi = vhi;
+    return COLLAR_OK;
+}
+
 static collar_status_t parse_ranks(parser_t *ps, const tok_t *t,
                                    collar_rule_t *r)
 {
-    char shown[SHOW_BUF];
-    const char *dash = find_dash(t);
-    const char *lo = t->p;
-    size_t lolen = dash ? (size_t)(dash - t->p) : t->len;
-    const char *hi = dash ? dash + 1 : NULL;
-    size_t hilen = dash ? t->len - lolen - 1 : 0;
+    return parse_range(ps, t->p, t->len, t->col, "rank range", "ranks",
+                       &r->ranks_lo, &r->ranks_hi);
+}
 
-    if (mem_eq(lo, lolen, "inf")) {
-        return fail(ps, t->col, "bad rank range '%s': inf is only allowed as "
-                    "the upper bound", show_tok(t, shown));
+/* The keys of a node shape; 1 when the token is one of them. */
+static int is_shape_key(const tok_t *t)
+{
+    return (t->len >= 6 && memcmp(t->p, "nodes=", 6) == 0)
+        || (t->len >= 4 && memcmp(t->p, "ppn=", 4) == 0);
+}
+
+/* nodes=N[-M] or ppn=N[-M] (version 2); *have: bit 0 nodes, bit 1 ppn. */
+static collar_status_t parse_shape(parser_t *ps, const tok_t *t,
+                                   collar_rule_t *r, int *have)
+{
+    char shown[SHOW_BUF];
+    if (ps->have_version && ps->version < 2) {
+        return fail(ps, t->col, "node shape '%s' needs 'version 2' (a version 1 "
+                    "table has no node shapes)", show_tok(t, shown));
     }
-    int rc = parse_count(lo, lolen, &r->ranks_lo);
-    if (rc == 0 && dash != NULL) {
-        if (mem_eq(hi, hilen, "inf")) {
-            r->ranks_hi = INT_MAX;
-        } else {
-            rc = parse_count(hi, hilen, &r->ranks_hi);
-        }
-    } else if (rc == 0) {
-        r->ranks_hi = r->ranks_lo;
+    const int is_nodes = t->p[0] == 'n';
+    const size_t klen = is_nodes ? 6 : 4;
+    const int bit = is_nodes ? 1 : 2;
+    if (*have & bit) {
+        return fail(ps, t->col, "key '%s' is given twice",
+                    is_nodes ? "nodes" : "ppn");
     }
-    if (rc == -1) {
-        return fail(ps, t->col, "bad rank range '%s': expected N, N-M or N-inf "
-                    "with whole numbers 1 <= N <= M", show_tok(t, shown));
+    *have |= bit;
+    if (is_nodes) {
+        return parse_range(ps, t->p + klen, t->len - klen, t->col + klen,
+                           "node range", "nodes", &r->nodes_lo, &r->nodes_hi);
     }
-    if (rc == -2) {
-        return fail(ps, t->col, "bad rank range '%s': a bound exceeds %d (use "
-                    "inf)", show_tok(t, shown), INT_MAX);
-    }
-    if (r->ranks_lo == 0) {
-        return fail(ps, t->col, "bad rank range '%s': ranks start at 1",
-                    show_tok(t, shown));
-    }
-    if (r->ranks_lo > r->ranks_hi) {
-        return fail(ps, t->col, "bad rank range '%s': the lower bound exceeds "
-                    "the upper", show_tok(t, shown));
-    }
-    return COLLAR_OK;
+    return parse_range(ps, t->p + klen, t->len - klen, t->col + klen,
+                       "ranks-per-node range", "ranks per node", &r->ppn_lo,
+                       &r->ppn_hi);
 }
 
 /* A-B or A-inf; half-open [A, B), A < B. */
@@ -393,17 +447,35 @@ static collar_status_t parse_option(parser_t *ps, const tok_t *t,
 
 /* --------------------------------------------------------- canonical text */
 
-/* "allreduce device 2-8 0-64K" and, with_alg, " chunked chunk=1M". */
+/* "N", "N-inf" or "N-M". */
+static void format_range(int lo, int hi, char *buf, size_t len)
+{
+    if (lo == hi) {
+        snprintf(buf, len, "%d", lo);
+    } else if (hi == INT_MAX) {
+        snprintf(buf, len, "%d-inf", lo);
+    } else {
+        snprintf(buf, len, "%d-%d", lo, hi);
+    }
+}
+
+/* "allreduce device 2-8 0-64K", then " nodes=1 ppn=2-8" when shaped, and,
+ * with_alg, " chunked chunk=1M". */
 static void format_rule(const collar_rule_t *r, int with_alg, char *buf,
                         size_t len)
 {
-    char ranks[32], lo[32], hi[32], opts[80] = "";
-    if (r->ranks_lo == r->ranks_hi) {
-        snprintf(ranks, sizeof(ranks), "%d", r->ranks_lo);
-    } else if (r->ranks_hi == INT_MAX) {
-        snprintf(ranks, sizeof(ranks), "%d-inf", r->ranks_lo);
-    } else {
-        snprintf(ranks, sizeof(ranks), "%d-%d", r->ranks_lo, r->ranks_hi);
+    char ranks[32], lo[32], hi[32], opts[80] = "", shape[64] = "";
+    format_range(r->ranks_lo, r->ranks_hi, ranks, sizeof(ranks));
+    if (r->nodes_lo != 0) {
+        char n[32];
+        format_range(r->nodes_lo, r->nodes_hi, n, sizeof(n));
+        snprintf(shape, sizeof(shape), " nodes=%s", n);
+    }
+    if (r->ppn_lo != 0) {
+        char n[32];
+        const size_t o = strlen(shape);
+        format_range(r->ppn_lo, r->ppn_hi, n, sizeof(n));
+        snprintf(shape + o, sizeof(shape) - o, " ppn=%s", n);
     }
     collar_format_size(r->bytes_lo, lo, sizeof(lo));
     if (r->bytes_hi == SIZE_MAX) {
@@ -412,8 +484,8 @@ static void format_rule(const collar_rule_t *r, int with_alg, char *buf,
         collar_format_size(r->bytes_hi, hi, sizeof(hi));
     }
     if (!with_alg) {
-        snprintf(buf, len, "%s %s %s %s-%s", coll_name(r->coll),
-                 mem_name(r->mem), ranks, lo, hi);
+        snprintf(buf, len, "%s %s %s %s-%s%s", coll_name(r->coll),
+                 mem_name(r->mem), ranks, lo, hi, shape);
         return;
     }
     size_t o = 0;
@@ -427,8 +499,9 @@ static void format_rule(const collar_rule_t *r, int with_alg, char *buf,
         collar_format_size(r->oneshot, c, sizeof(c));
         snprintf(opts + o, sizeof(opts) - o, " oneshot=%s", c);
     }
-    snprintf(buf, len, "%s %s %s %s-%s %s%s", coll_name(r->coll),
-             mem_name(r->mem), ranks, lo, hi, collar_alg_name(r->alg), opts);
+    snprintf(buf, len, "%s %s %s %s-%s%s %s%s", coll_name(r->coll),
+             mem_name(r->mem), ranks, lo, hi, shape, collar_alg_name(r->alg),
+             opts);
 }
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
@@ -479,9 +552,35 @@ static collar_status_t add_rule(parser_t *ps, const collar_rule_t *r,
     return COLLAR_OK;
 }
 
+/* [lo, hi] of a shape key, all of 1-inf when absent. */
+static int key_lo(int lo)
+{
+    return lo != 0 ? lo : 1;
+}
+
+static int key_hi(int lo, int hi)
+{
+    return lo != 0 ? hi : INT_MAX;
+}
+
+static int keys_intersect(int alo, int ahi, int blo, int bhi)
+{
+    return key_lo(alo) <= key_hi(blo, bhi) && key_lo(blo) <= key_hi(alo, ahi);
+}
+
+int collar_rule_shaped(const collar_rule_t *r)
+{
+    return r->nodes_lo != 0 || r->ppn_lo != 0;
+}
+
+/* A shaped rule and one without a shape never overlap: the shaped one is
+ * the more specific, and wins where both match (collar_table_match_key). */
 static int rules_overlap(const collar_rule_t *a, const collar_rule_t *b)
 {
     return a->coll == b->coll
+        && collar_rule_shaped(a) == collar_rule_shaped(b)
+        && keys_intersect(a->nodes_lo, a->nodes_hi, b->nodes_lo, b->nodes_hi)
+        && keys_intersect(a->ppn_lo, a->ppn_hi, b->ppn_lo, b->ppn_hi)
         && (a->mem == b->mem || a->mem == COLLAR_MEM_ANY
             || b->mem == COLLAR_MEM_ANY)
         && a->ranks_lo <= b->ranks_hi && b->ranks_lo <= a->ranks_hi
@@ -546,11 +645,19 @@ static collar_status_t parse_rule(parser_t *ps, const tok_t *first,
     }
     COLLAR_CHECK(parse_bytes(ps, &tok, &r));
 
-    prev = tok;
+    /* The node shape, if any: keys before the algorithm. */
+    int have_shape = 0;
     alg_list(list, sizeof(list));
-    if (!next_token(cur, end, line, &tok)) {
-        return fail(ps, prev.col + prev.len, "expected an algorithm (%s) after "
-                    "'%s'", list, show_tok(&prev, shown));
+    for (;;) {
+        prev = tok;
+        if (!next_token(cur, end, line, &tok)) {
+            return fail(ps, prev.col + prev.len, "expected an algorithm (%s) "
+                        "after '%s'", list, show_tok(&prev, shown));
+        }
+        if (!is_shape_key(&tok)) {
+            break;
+        }
+        COLLAR_CHECK(parse_shape(ps, &tok, &r, &have_shape));
     }
     int alg = collar_alg_from_name(tok.p, tok.len);
     if (alg < 0 && tok_eq(&tok, collar_alg_name(COLLAR_ALG_AUTO))) {
@@ -565,6 +672,11 @@ static collar_status_t parse_rule(parser_t *ps, const tok_t *first,
 
     int have_chunk = 0;
     while (next_token(cur, end, line, &tok)) {
+        if (is_shape_key(&tok)) {
+            return fail(ps, tok.col, "node shape '%s' after the algorithm: it "
+                        "comes between the byte range and the algorithm",
+                        show_tok(&tok, shown));
+        }
         COLLAR_CHECK(parse_option(ps, &tok, &r, &have_chunk));
     }
 
@@ -594,31 +706,33 @@ static collar_status_t parse_version(parser_t *ps, const tok_t *first,
     }
     if (!next_token(cur, end, line, &tok)) {
         return fail(ps, first->col + first->len, "expected a version number "
-                    "after 'version': the only version is 1");
+                    "after 'version': 1 or 2");
     }
     int digits = 1;
     for (size_t i = 0; i < tok.len; i++) {
         digits &= tok.p[i] >= '0' && tok.p[i] <= '9';
     }
     if (!digits) {
-        return fail(ps, tok.col, "bad version '%s': expected 'version 1'",
-                    show_tok(&tok, shown));
+        return fail(ps, tok.col, "bad version '%s': expected 'version 1' or "
+                    "'version 2'", show_tok(&tok, shown));
     }
     size_t z = 0;
     while (z + 1 < tok.len && tok.p[z] == '0') {
         z++;
     }
-    if (!mem_eq(tok.p + z, tok.len - z, "1")) {
-        return fail(ps, tok.col, "unsupported version %s, expected 1",
+    const int v1 = mem_eq(tok.p + z, tok.len - z, "1");
+    if (!v1 && !mem_eq(tok.p + z, tok.len - z, "2")) {
+        return fail(ps, tok.col, "unsupported version %s, expected 1 or 2",
                     show_tok(&tok, shown));
     }
     tok_t extra;
     if (next_token(cur, end, line, &extra)) {
-        return fail(ps, extra.col, "unexpected '%s' after 'version 1'",
-                    show_tok(&extra, shown));
+        return fail(ps, extra.col, "unexpected '%s' after 'version %d'",
+                    show_tok(&extra, shown), v1 ? 1 : 2);
     }
     ps->seen_content = 1;
     ps->have_version = 1;
+    ps->version = v1 ? 1 : 2;
     return COLLAR_OK;
 }
 
@@ -702,8 +816,8 @@ static collar_status_t parse_line(parser_t *ps, const char *line,
     }
     if (!ps->inline_rules && !ps->seen_content) {
         char shown[SHOW_BUF];
-        return fail(ps, first.col, "expected 'version 1' as the first line, "
-                    "got '%s'", show_tok(&first, shown));
+        return fail(ps, first.col, "expected 'version 1' or 'version 2' as the "
+                    "first line, got '%s'", show_tok(&first, shown));
     }
     ps->seen_content = 1;
     return parse_rule(ps, &first, &cur, content_end, line);
@@ -793,14 +907,14 @@ collar_status_t collar_table_parse(const char *text, size_t len,
     ps->t = &t;
 
     collar_status_t st = len > 0 ? parse_text(ps, text, len) : COLLAR_OK;
-    const int have_version = ps->have_version;
+    const int version = ps->have_version ? ps->version : 0;
     free(ps);
     if (st != COLLAR_OK) {
         free(t.rules);
         collar_debug(TUNING, "%s", err != NULL && errlen > 0 ? err : name);
         return st;
     }
-    t.version = inline_rules ? (have_version ? 1 : 0) : 1;
+    t.version = version != 0 ? version : (inline_rules ? 0 : 1);
     t.hash = table_hash(&t);
     *table = t;
     collar_debug(TUNING, "%s: %d rules, hash %016llx%s%s", name, t.nrules,
@@ -894,28 +1008,57 @@ void collar_table_free(collar_table_t *table)
     memset(table, 0, sizeof(*table));
 }
 
+/* Does the shape key [lo, hi] (absent: any) hold [vlo, vhi]? */
+static int key_holds(int lo, int hi, int vlo, int vhi)
+{
+    return key_lo(lo) <= vlo && vhi <= key_hi(lo, hi);
+}
+
+const collar_rule_t *collar_table_match_key(const collar_table_t *table,
+                                            const collar_select_key_t *key,
+                                            collar_mem_kind_t mem)
+{
+    if (table == NULL || key == NULL) {
+        return NULL;
+    }
+    const collar_rule_t *rules = table->rules;
+    const collar_rule_t *plain = NULL;
+    const int n = table->nrules;
+    const int ranks = key->comm_size;
+    const size_t bytes = key->bytes;
+    const int known = key->nodes > 0 && key->ppn_min > 0
+                      && key->ppn_min <= key->ppn_max;
+    for (int i = 0; i < n; i++) {
+        const collar_rule_t *r = &rules[i];
+        /* bytes_hi is exclusive, but "inf" (SIZE_MAX) takes every size. */
+        if (r->coll == key->coll
+            && (r->mem == (int)mem || r->mem == COLLAR_MEM_ANY)
+            && ranks >= r->ranks_lo && ranks <= r->ranks_hi
+            && bytes >= r->bytes_lo
+            && (bytes < r->bytes_hi || r->bytes_hi == SIZE_MAX)) {
+            if (!collar_rule_shaped(r)) {
+                plain = plain != NULL ? plain : r;
+            } else if (known
+                       && key_holds(r->nodes_lo, r->nodes_hi, key->nodes,
+                                    key->nodes)
+                       && key_holds(r->ppn_lo, r->ppn_hi, key->ppn_min,
+                                    key->ppn_max)) {
+                return r;
+            }
+        }
+    }
+    return plain;
+}
+
 const collar_rule_t *collar_table_match(const collar_table_t *table,
                                         collar_coll_t coll,
                                         collar_mem_kind_t mem, int ranks,
                                         size_t bytes)
 {
-    if (table == NULL) {
-        return NULL;
-    }
-    const collar_rule_t *rules = table->rules;
-    const int n = table->nrules;
-    for (int i = 0; i < n; i++) {
-        const collar_rule_t *r = &rules[i];
-        /* bytes_hi is exclusive, but "inf" (SIZE_MAX) takes every size. */
-        if (r->coll == coll
-            && (r->mem == (int)mem || r->mem == COLLAR_MEM_ANY)
-            && ranks >= r->ranks_lo && ranks <= r->ranks_hi
-            && bytes >= r->bytes_lo
-            && (bytes < r->bytes_hi || r->bytes_hi == SIZE_MAX)) {
-            return r;
-        }
-    }
-    return NULL;
+    const collar_select_key_t key = {
+        .coll = coll, .mem = mem, .comm_size = ranks, .bytes = bytes,
+    };
+    return collar_table_match_key(table, &key, mem);
 }
 
 int collar_table_same_rules(const collar_table_t *a, const collar_table_t *b)
@@ -928,7 +1071,9 @@ int collar_table_same_rules(const collar_table_t *a, const collar_table_t *b)
         if (x->coll != y->coll || x->mem != y->mem || x->ranks_lo != y->ranks_lo
             || x->ranks_hi != y->ranks_hi || x->bytes_lo != y->bytes_lo
             || x->bytes_hi != y->bytes_hi || x->alg != y->alg
-            || x->chunk != y->chunk || x->oneshot != y->oneshot) {
+            || x->chunk != y->chunk || x->oneshot != y->oneshot
+            || x->nodes_lo != y->nodes_lo || x->nodes_hi != y->nodes_hi
+            || x->ppn_lo != y->ppn_lo || x->ppn_hi != y->ppn_hi) {
             return 0;
         }
     }
@@ -958,7 +1103,14 @@ void collar_table_write(const collar_table_t *table, FILE *out)
     } else {
         fprintf(out, "# collar tuning table\n");
     }
-    fprintf(out, "version 1\n# collective memory ranks bytes algorithm options\n");
+    /* Version 1 while no rule has a shape, so that such a table still
+     * reads where version 2 is unknown. */
+    int shaped = 0;
+    for (int i = 0; i < table->nrules; i++) {
+        shaped |= collar_rule_shaped(&table->rules[i]);
+    }
+    fprintf(out, "version %d\n# collective memory ranks bytes %salgorithm "
+            "options\n", shaped ? 2 : 1, shaped ? "[nodes= ppn=] " : "");
     char buf[RULE_BUF];
     for (int i = 0; i < table->nrules; i++) {
         format_rule(&table->rules[i], 1, buf, sizeof(buf));

@@ -275,6 +275,14 @@ static int allreduce_run(const collar_allreduce_args_t *a,
                      && collar_reduce_supported(call.cdt, call.cop),
     };
     PMPI_Comm_size(comm, &key.comm_size);
+    /* The node shape, from collar's state of the communicator: made here
+     * without communication if this is its first call (the private
+     * communicator comes below, from a blocking call). */
+    collar_comm_t *shape_of = NULL;
+    if (collar_comm_get(comm, 0, &shape_of) != COLLAR_OK) {
+        shape_of = NULL;
+    }
+    collar_comm_shape(shape_of, &key);
     collar_plan_t plan;
     collar_select(&key, &plan);
     collar_algo_eligible(&call, collar_engine.mpi_cuda_aware, &plan);

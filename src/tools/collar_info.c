@@ -30,6 +30,9 @@ static void usage(FILE *out)
         "  --explain BYTES       say which rule and algorithm an allreduce of BYTES\n"
         "                        per rank (K, M, G suffixes) would get, and why;\n"
         "      --ranks N         ... on N ranks (default 2)\n"
+        "      --nodes K         ... spread evenly over K nodes (default 1), or\n"
+        "                        'unknown' (a communicator whose nodes collar\n"
+        "                        does not know: only rules without a node shape)\n"
         "      --memory KIND     ... of host, device or managed memory (default\n"
         "                        device)\n"
         "  --variables           print only the COLLAR_* variables\n"
@@ -96,6 +99,19 @@ static int check_table(const char *path)
                     "(only chunked and ring cut messages into chunks)\n", path,
                     r->line, collar_alg_name(r->alg));
         }
+        if (collar_rule_shaped(r)) {
+            /* Valid but dead: no communicator of its ranks has its shape
+             * (K nodes of P ranks hold K x P ranks). */
+            const long long nlo = r->nodes_lo ? r->nodes_lo : 1;
+            const long long nhi = r->nodes_lo ? r->nodes_hi : INT_MAX;
+            const long long plo = r->ppn_lo ? r->ppn_lo : 1;
+            const long long phi = r->ppn_lo ? r->ppn_hi : INT_MAX;
+            if (nlo * plo > r->ranks_hi || nhi * phi < r->ranks_lo) {
+                fprintf(stderr, "%s:%d: warning: no communicator of the rule's "
+                        "ranks has its node shape: the rule never matches\n",
+                        path, r->line);
+            }
+        }
         if (r->oneshot != 0 && r->alg != COLLAR_ALG_IPC) {
             fprintf(stderr, "%s:%d: warning: oneshot= has no effect on a %s "
                     "rule (only ipc has a one-shot threshold)\n", path, r->line,
@@ -109,11 +125,31 @@ static int check_table(const char *path)
     return 0;
 }
 
+/* What ipc's and hier's eligibility make of the node shape (the rest needs
+ * the call: src/algo/ipc.c, hier.c), as in collar_algo_ipc_eligible and
+ * collar_algo_hier_eligible; NULL when the algorithm runs as chosen. */
+static const char *shape_fallback(collar_plan_t *plan, long nodes)
+{
+    if (plan->alg == COLLAR_ALG_HIER && nodes == 1) {
+        plan->alg = COLLAR_ALG_IPC;
+        return "hier -> ipc: the communicator is one node";
+    }
+    if (plan->alg == COLLAR_ALG_HIER && nodes == 0) {
+        plan->alg = COLLAR_ALG_CHUNKED;
+        return "hier -> chunked: the ranks cannot be grouped by node";
+    }
+    if (plan->alg == COLLAR_ALG_IPC && nodes != 1) {
+        plan->alg = COLLAR_ALG_CHUNKED;
+        return "ipc -> chunked: the communicator spans more than one node";
+    }
+    return NULL;
+}
+
 static int explain(const char *bytes_arg, const char *ranks_arg,
-                   const char *memory_arg)
+                   const char *nodes_arg, const char *memory_arg)
 {
     size_t bytes;
-    long ranks;
+    long ranks, nodes = 0;
     collar_mem_kind_t mem;
     if (collar_parse_size(bytes_arg, &bytes) != COLLAR_OK) {
         fprintf(stderr, "collar-info: --explain expects a size in bytes (e.g. "
@@ -123,6 +159,14 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
     if (collar_parse_long(ranks_arg, 1, INT_MAX, &ranks) != COLLAR_OK) {
         fprintf(stderr, "collar-info: --ranks expects a positive integer, not "
                 "'%s'\n", ranks_arg);
+        return 2;
+    }
+    if (strcmp(nodes_arg, "unknown") != 0
+        && (collar_parse_long(nodes_arg, 1, INT_MAX, &nodes) != COLLAR_OK
+            || nodes > ranks)) {
+        fprintf(stderr, "collar-info: --nodes expects a number of nodes from 1 "
+                "to the number of ranks (%ld), or unknown, not '%s'\n", ranks,
+                nodes_arg);
         return 2;
     }
     if (strcmp(memory_arg, "host") == 0) {
@@ -142,6 +186,10 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
     collar_select_key_t key = {
         .coll = COLLAR_COLL_ALLREDUCE, .mem = mem, .comm_size = (int)ranks,
         .bytes = bytes, .reducible = 1,
+        /* Evenly spread: the first ranks % nodes nodes hold one rank more. */
+        .nodes = (int)nodes,
+        .ppn_min = nodes ? (int)(ranks / nodes) : 0,
+        .ppn_max = nodes ? (int)((ranks + nodes - 1) / nodes) : 0,
     };
     collar_plan_t plan;
     collar_select(&key, &plan);
@@ -149,6 +197,16 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
     collar_format_bytes(bytes, size, sizeof(size));
     printf("allreduce of %zu bytes (%s) per rank, %ld rank%s, %s memory\n",
            bytes, size, ranks, ranks == 1 ? "" : "s", collar_mem_kind_name(mem));
+    if (nodes == 0) {
+        printf("  nodes          : unknown (only rules without a node shape "
+               "match)\n");
+    } else if (key.ppn_min == key.ppn_max) {
+        printf("  nodes          : %ld, %d rank%s on each\n", nodes, key.ppn_min,
+               key.ppn_min == 1 ? "" : "s");
+    } else {
+        printf("  nodes          : %ld, %d to %d ranks on each\n", nodes,
+               key.ppn_min, key.ppn_max);
+    }
     printf("  rules in force : %s\n", collar_select_sources());
     if (plan.rule != NULL) {
         char rule[256];
@@ -157,6 +215,10 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
                rule);
     } else {
         printf("  matching rule  : none (%s)\n", plan.reason);
+    }
+    const char *fallback = shape_fallback(&plan, nodes);
+    if (fallback != NULL) {
+        printf("  eligibility    : %s\n", fallback);
     }
     printf("  algorithm      : %s", collar_alg_name(plan.alg));
     if (plan.alg == COLLAR_ALG_CHUNKED) {
@@ -214,7 +276,7 @@ int main(int argc, char **argv)
 {
     int only_vars = 0, markdown = 0;
     const char *check = NULL, *explain_bytes = NULL;
-    const char *ranks = "2", *memory = "device";
+    const char *ranks = "2", *nodes = "1", *memory = "device";
     for (int i = 1; i < argc; i++) {
         const int has_value = i + 1 < argc;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -233,12 +295,15 @@ int main(int argc, char **argv)
             explain_bytes = argv[++i];
         } else if (strcmp(argv[i], "--ranks") == 0 && has_value) {
             ranks = argv[++i];
+        } else if (strcmp(argv[i], "--nodes") == 0 && has_value) {
+            nodes = argv[++i];
         } else if (strcmp(argv[i], "--memory") == 0 && has_value) {
             memory = argv[++i];
         } else {
             const int takes_value = strcmp(argv[i], "--check") == 0
                 || strcmp(argv[i], "--explain") == 0
                 || strcmp(argv[i], "--ranks") == 0
+                || strcmp(argv[i], "--nodes") == 0
                 || strcmp(argv[i], "--memory") == 0;
             fprintf(stderr, "collar-info: %s option '%s'\n",
                     takes_value ? "missing value of" : "unknown", argv[i]);
@@ -251,7 +316,7 @@ int main(int argc, char **argv)
         return check_table(check);
     }
     if (explain_bytes != NULL) {
-        return explain(explain_bytes, ranks, memory);
+        return explain(explain_bytes, ranks, nodes, memory);
     }
     if (markdown) {
         collar_config_print(stdout, 1);

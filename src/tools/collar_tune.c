@@ -418,10 +418,69 @@ static void tune_ranks(MPI_Comm comm, tuned_t *t)
     }
 }
 
+/* The node shape of `comm` as collar sees it (src/core/comm.c): nodes are
+ * ranks that share memory (MPI_COMM_TYPE_SHARED), cut into pseudo-nodes of
+ * COLLAR_SIM_NODE_SIZE consecutive ranks of MPI_COMM_WORLD; shape->nodes 0
+ * when the MPI library cannot say.  Collective over comm. */
+static void comm_shape(MPI_Comm comm, collar_select_key_t *shape)
+{
+    int size, wrank;
+    shape->nodes = shape->ppn_min = shape->ppn_max = 0;
+    MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
+    MPI_Comm shared = MPI_COMM_NULL;
+    /* A node's key: its lowest rank in MPI_COMM_WORLD, and the pseudo-node. */
+    long long key[2] = { -1, 0 };
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wrank,
+                            MPI_INFO_NULL, &shared) == MPI_SUCCESS) {
+        int leader = -1;
+        if (MPI_Allreduce(&wrank, &leader, 1, MPI_INT, MPI_MIN, shared)
+            == MPI_SUCCESS) {
+            key[0] = leader;
+        }
+        MPI_Comm_free(&shared);
+    }
+    if (collar_cfg.sim_node_size > 0) {
+        key[1] = wrank / collar_cfg.sim_node_size;
+    }
+    long long *keys = malloc(2 * (size_t)size * sizeof(long long));
+    int ok = keys != NULL, all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (!all) {
+        free(keys);
+        return;
+    }
+    MPI_Allgather(key, 2, MPI_LONG_LONG, keys, 2, MPI_LONG_LONG, comm);
+    int nodes = 0, ppn_min = size, ppn_max = 0;
+    for (int i = 0; i < size; i++) {
+        if (keys[2 * i] < 0) {
+            free(keys);     /* some rank's node is unknown: none is known */
+            return;
+        }
+        int first = 1, ranks = 0;
+        for (int j = 0; j < size; j++) {
+            const int same = keys[2 * j] == keys[2 * i]
+                             && keys[2 * j + 1] == keys[2 * i + 1];
+            first &= !(same && j < i);
+            ranks += same;
+        }
+        if (first) {
+            nodes++;
+            ppn_min = ranks < ppn_min ? ranks : ppn_min;
+            ppn_max = ranks > ppn_max ? ranks : ppn_max;
+        }
+    }
+    free(keys);
+    shape->nodes = nodes;
+    shape->ppn_min = ppn_min;
+    shape->ppn_max = ppn_max;
+}
+
 /* ---------------------------------------------------------------- compare */
 
 /* What the rules in force choose (COLLAR_TUNING_FILE only; else NULL). */
-static int table_choice(int ranks, size_t bytes, cand_t *out)
+static int table_choice(int ranks, const collar_select_key_t *shape,
+                        size_t bytes, cand_t *out)
 {
     const char *file = getenv("COLLAR_TUNING_FILE");
     if (file == NULL || !*file) {
@@ -432,8 +491,13 @@ static int table_choice(int ranks, size_t bytes, cand_t *out)
     if (collar_table_load(file, &t, err, sizeof(err)) != COLLAR_OK) {
         return 0;
     }
-    const collar_rule_t *r = collar_table_match(&t, COLLAR_COLL_ALLREDUCE,
-        opt.device ? COLLAR_MEM_DEVICE : COLLAR_MEM_HOST, ranks, bytes);
+    const collar_mem_kind_t mem = opt.device ? COLLAR_MEM_DEVICE : COLLAR_MEM_HOST;
+    const collar_select_key_t key = {
+        .coll = COLLAR_COLL_ALLREDUCE, .mem = mem, .comm_size = ranks,
+        .bytes = bytes, .nodes = shape->nodes, .ppn_min = shape->ppn_min,
+        .ppn_max = shape->ppn_max,
+    };
+    const collar_rule_t *r = collar_table_match_key(&t, &key, mem);
     int found = r != NULL;
     if (found) {
         out->alg = r->alg;
@@ -446,6 +510,8 @@ static int table_choice(int ranks, size_t bytes, cand_t *out)
 static void compare_ranks(MPI_Comm comm, int ranks, double *max_regret,
                           char *max_at, size_t max_at_len)
 {
+    collar_select_key_t shape;
+    comm_shape(comm, &shape);
     for (int i = 0; i < opt.ncompare; i++) {
         point_t *p = calloc(1, sizeof(point_t));
         if (p == NULL) {
@@ -457,7 +523,7 @@ static void compare_ranks(MPI_Comm comm, int ranks, double *max_regret,
             progress_clear();
             int best = -1, autom = -1, chosen = -1;
             cand_t tc;
-            int have_tc = table_choice(ranks, p->bytes, &tc);
+            int have_tc = table_choice(ranks, &shape, p->bytes, &tc);
             for (int m = 0; m < p->nmeas; m++) {
                 const meas_t *x = &p->meas[m];
                 if (x->state == MEAS_NONE) {
@@ -683,6 +749,9 @@ int main(int argc, char **argv)
                 compare_ranks(comm, ranks, &max_regret, max_at, sizeof(max_at));
             } else {
                 tuned[ntuned].ranks = ranks;
+                collar_select_key_t shape;
+                comm_shape(comm, &shape);
+                tuned[ntuned].nodes = shape.nodes;
                 tune_ranks(comm, &tuned[ntuned]);
             }
             MPI_Comm_free(&comm);

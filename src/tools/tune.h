@@ -87,6 +87,7 @@ typedef struct {
 
 typedef struct {
     int     ranks;
+    int     nodes;          /* nodes the measured communicator spans; 0: unknown */
     int     npoints;
     point_t points[MAX_POINTS];
 } tuned_t;

@@ -272,18 +272,31 @@ static void build_table(text_t *tx, double elapsed)
             "fall through to other rules.\n# Bytes: ranges merge measured sizes "
             "with the same winner; boundaries at the\n# geometric midpoint between "
             "measured sizes, rounded to read well.\n");
-    tprintf(tx, "version 1\n");
-    /* Communicator sizes that have results. */
-    int idx[MAX_RANKS_VALUES], nidx = 0;
+    /* Communicator sizes that have results; their node shape goes into
+     * their rules (version 2) where it is known for every one. */
+    int idx[MAX_RANKS_VALUES], nidx = 0, shaped = 1;
     for (int k = 0; k < ntuned; k++) {
         if (tuned[k].npoints > 0) {
             idx[nidx++] = k;
+            shaped &= tuned[k].nodes > 0;
         }
     }
+    shaped &= nidx > 0;
+    if (shaped) {
+        tprintf(tx, "# Nodes: each rule holds for the node shape it was measured "
+                "on, one node\n# (nodes=1) or several (nodes=2-inf); "
+                "communicators of another shape fall\n# through to other "
+                "rules.\n");
+    }
+    tprintf(tx, "version %d\n", shaped ? 2 : 1);
     for (int j = 0; j < nidx; j++) {
         const tuned_t *t = &tuned[idx[j]];
-        char rr[32];
+        char rr[32], shape[32] = "";
         int rlo = t->ranks;
+        if (shaped) {
+            snprintf(shape, sizeof(shape), " nodes=%s",
+                     t->nodes == 1 ? "1" : "2-inf");
+        }
         if (j + 1 < nidx) {
             int rhi = tuned[idx[j + 1]].ranks - 1;
             snprintf(rr, sizeof(rr), "%d-%d", rlo, rhi);
@@ -292,8 +305,12 @@ static void build_table(text_t *tx, double elapsed)
         }
         range_t ranges[MAX_POINTS];
         int nr = tune_make_ranges(t, ranges);
-        tprintf(tx, "\n# %d ranks: measured median time per call at each size "
-                "(us), the winner first\n", t->ranks);
+        tprintf(tx, "\n# %d ranks", t->ranks);
+        if (t->nodes > 0) {
+            tprintf(tx, " on %d node%s", t->nodes, t->nodes == 1 ? "" : "s");
+        }
+        tprintf(tx, ": measured median time per call at each size (us), the "
+                "winner first\n");
         for (int i = 0; i < t->npoints; i++) {
             const point_t *p = &t->points[i];
             if (p->winner < 0) {
@@ -316,7 +333,8 @@ static void build_table(text_t *tx, double elapsed)
             tprintf(tx, "%s%s\n", p->refined ? " [crossover]" : "",
                     p->smoothed ? " [as its neighbours: within noise]" : "");
         }
-        tprintf(tx, "# collective memory ranks bytes algorithm options\n");
+        tprintf(tx, "# collective memory ranks bytes %salgorithm options\n",
+                shaped ? "nodes " : "");
         for (int i = 0; i < nr; i++) {
             char lo[32], hi[32] = "inf", opts[48] = "";
             collar_format_size(ranges[i].lo, lo, sizeof(lo));
@@ -336,8 +354,8 @@ static void build_table(text_t *tx, double elapsed)
             } else {
                 snprintf(span, sizeof(span), "measured %s to %s", a, b);
             }
-            tprintf(tx, "allreduce %s %s %s-%s %s%s  # %s\n",
-                    opt.device ? "device" : "host", rr, lo, hi,
+            tprintf(tx, "allreduce %s %s %s-%s%s %s%s  # %s\n",
+                    opt.device ? "device" : "host", rr, lo, hi, shape,
                     collar_alg_name(ranges[i].cand.alg), opts, span);
         }
     }

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "core/core.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,11 +75,30 @@ static void check_rules(const collar_table_t *t)
             || r->alg >= COLLAR_ALG_COUNT || r->chunk > ((size_t)1 << 30)) {
             abort();
         }
+        if ((r->nodes_lo != 0 && (r->nodes_lo < 1 || r->nodes_lo > r->nodes_hi))
+            || (r->ppn_lo != 0 && (r->ppn_lo < 1 || r->ppn_lo > r->ppn_hi))) {
+            abort();
+        }
+        /* The lower and upper corners, node shape included (an absent key
+         * is 1-inf); a rule without a shape is looked up with none. */
+        const int shaped = collar_rule_shaped(r);
         int mem = r->mem == COLLAR_MEM_ANY ? COLLAR_MEM_HOST : r->mem;
-        if (collar_table_match(t, r->coll, (collar_mem_kind_t)mem, r->ranks_lo,
-                               r->bytes_lo) != r
-            || collar_table_match(t, r->coll, (collar_mem_kind_t)mem, r->ranks_hi,
-                                  r->bytes_hi - 1) != r) {
+        collar_select_key_t lo = {
+            .coll = r->coll, .mem = (collar_mem_kind_t)mem,
+            .comm_size = r->ranks_lo, .bytes = r->bytes_lo,
+            .nodes = shaped ? (r->nodes_lo ? r->nodes_lo : 1) : 0,
+            .ppn_min = shaped ? (r->ppn_lo ? r->ppn_lo : 1) : 0,
+        };
+        lo.ppn_max = lo.ppn_min;
+        collar_select_key_t hi = lo;
+        hi.comm_size = r->ranks_hi;
+        hi.bytes = r->bytes_hi - 1;
+        if (shaped) {
+            hi.nodes = r->nodes_lo ? r->nodes_hi : INT_MAX;
+            hi.ppn_min = hi.ppn_max = r->ppn_lo ? r->ppn_hi : INT_MAX;
+        }
+        if (collar_table_match_key(t, &lo, (collar_mem_kind_t)mem) != r
+            || collar_table_match_key(t, &hi, (collar_mem_kind_t)mem) != r) {
             abort();  /* another rule overlaps this one */
         }
     }

@@ -1,8 +1,8 @@
 /*
  * Unit test of selection without MPI: the built-in rules at their range
- * boundaries, the precedence of the sources, fall-through from a partial
- * source, COLLAR_CHUNK_SIZE and COLLAR_ALGORITHM, a rejected source, and
- * the lookup's cost (reported, not asserted: speed is for benchmarks).
+ * boundaries and by node shape, the precedence of the sources,
+ * fall-through from a partial source, COLLAR_CHUNK_SIZE and
+ * COLLAR_ALGORITHM, a rejected source, and the lookup's cost (reported, not asserted: speed is for benchmarks).
  */
 #include "config.h"
 #include "core/core.h"
@@ -29,6 +29,54 @@ static void set_string(char **field, const char *value)
 static void reinit(void)
 {
     UNIT_CHECK(collar_select_init() == COLLAR_OK, "select init");
+}
+
+/* The same, on a communicator of `nodes` nodes holding ppn_min to ppn_max
+ * ranks each (nodes 0: unknown). */
+static collar_plan_t pick_shape(collar_mem_kind_t mem, int ranks, size_t bytes,
+                                int nodes, int ppn_min, int ppn_max)
+{
+    collar_select_key_t key = { .coll = COLLAR_COLL_ALLREDUCE, .mem = mem,
+                                .comm_size = ranks, .bytes = bytes, .reducible = 1,
+                                .nodes = nodes, .ppn_min = ppn_min,
+                                .ppn_max = ppn_max };
+    collar_plan_t plan;
+    collar_select(&key, &plan);
+    return plan;
+}
+
+/* The built-in rules by node shape: ipc on one node, hier across nodes of
+ * two ranks or more from 256K, staged/chunked otherwise and wherever the
+ * nodes are unknown. */
+static void test_builtin_shape(void)
+{
+    reinit();
+    const size_t K256 = 256 * 1024;
+    collar_plan_t p = pick_shape(COLLAR_MEM_DEVICE, 4, 8, 1, 4, 4);
+    UNIT_CHECK(p.alg == COLLAR_ALG_IPC, "one node, 8 B: %s", collar_alg_name(p.alg));
+    p = pick_shape(COLLAR_MEM_MANAGED, 2, 1 << 30, 1, 2, 2);
+    UNIT_CHECK(p.alg == COLLAR_ALG_IPC, "one node, 1G managed: %s",
+               collar_alg_name(p.alg));
+    p = pick_shape(COLLAR_MEM_DEVICE, 1, 1 << 20, 1, 1, 1);
+    UNIT_CHECK(p.alg == COLLAR_ALG_CHUNKED, "one rank: %s", collar_alg_name(p.alg));
+    p = pick_shape(COLLAR_MEM_HOST, 4, 1 << 20, 1, 4, 4);
+    UNIT_CHECK(p.alg == COLLAR_ALG_NATIVE, "host, one node: %s",
+               collar_alg_name(p.alg));
+    p = pick_shape(COLLAR_MEM_DEVICE, 4, K256, 2, 2, 2);
+    UNIT_CHECK(p.alg == COLLAR_ALG_HIER, "two nodes, 256K: %s",
+               collar_alg_name(p.alg));
+    p = pick_shape(COLLAR_MEM_DEVICE, 4, K256 - 1, 2, 2, 2);
+    UNIT_CHECK(p.alg == COLLAR_ALG_STAGED, "two nodes, 256K-1: %s",
+               collar_alg_name(p.alg));
+    p = pick_shape(COLLAR_MEM_DEVICE, 3, 1 << 20, 2, 1, 2);
+    UNIT_CHECK(p.alg == COLLAR_ALG_CHUNKED, "a node of one rank: %s",
+               collar_alg_name(p.alg));
+    p = pick_shape(COLLAR_MEM_DEVICE, 4, 1 << 20, 0, 0, 0);
+    UNIT_CHECK(p.alg == COLLAR_ALG_CHUNKED, "unknown nodes: %s",
+               collar_alg_name(p.alg));
+    p = pick_shape(COLLAR_MEM_DEVICE, 4, 8, 0, 0, 0);
+    UNIT_CHECK(p.alg == COLLAR_ALG_STAGED, "unknown nodes, 8 B: %s",
+               collar_alg_name(p.alg));
 }
 
 static void test_builtin(void)
@@ -134,6 +182,7 @@ int main(int argc, char **argv)
     collar_config_load();
     set_string(&collar_cfg.tuning_dir, "/nonexistent");
     test_builtin();
+    test_builtin_shape();
     test_precedence(dir);
     collar_select_finalize();
     return unit_finish("test_select");

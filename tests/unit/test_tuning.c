@@ -255,16 +255,16 @@ static void test_errors(void)
 
     /* The version line. */
     ERR("allreduce device 2-8 0-64K staged\n",
-        "x.table:1:1: expected 'version 1' as the first line, got 'allreduce'");
+        "x.table:1:1: expected 'version 1' or 'version 2' as the first line, got 'allreduce'");
     ERR("# header\n  Version 1\n",
-        "x.table:2:3: expected 'version 1' as the first line, got 'Version'");
-    ERR("# header\nversion 2\n", "x.table:2:9: unsupported version 2, expected 1");
-    ERR("version 10\n", "x.table:1:9: unsupported version 10, expected 1");
-    ERR("version 0\n", "x.table:1:9: unsupported version 0, expected 1");
+        "x.table:2:3: expected 'version 1' or 'version 2' as the first line, got 'Version'");
+    ERR("# header\nversion 3\n", "x.table:2:9: unsupported version 3, expected 1 or 2");
+    ERR("version 10\n", "x.table:1:9: unsupported version 10, expected 1 or 2");
+    ERR("version 0\n", "x.table:1:9: unsupported version 0, expected 1 or 2");
     ERR("version\n",
-        "x.table:1:8: expected a version number after 'version': the only version is 1");
-    ERR("version one\n", "x.table:1:9: bad version 'one': expected 'version 1'");
-    ERR("version 1.0\n", "x.table:1:9: bad version '1.0': expected 'version 1'");
+        "x.table:1:8: expected a version number after 'version': 1 or 2");
+    ERR("version one\n", "x.table:1:9: bad version 'one': expected 'version 1' or 'version 2'");
+    ERR("version 1.0\n", "x.table:1:9: bad version '1.0': expected 'version 1' or 'version 2'");
     ERR("version 1 extra\n", "x.table:1:11: unexpected 'extra' after 'version 1'");
     ERR("version 1\nversion 1\n",
         "x.table:2:1: unexpected 'version': the version line must come first, and "
@@ -273,7 +273,7 @@ static void test_errors(void)
         "x.table:3:1: unexpected 'version': the version line must come first, and "
         "only once");
     ERR("version 1; allreduce device 2-8 0-64K staged\n",
-        "x.table:1:9: bad version '1;': expected 'version 1'");
+        "x.table:1:9: bad version '1;': expected 'version 1' or 'version 2'");
 
     /* Inline form: ';' separates lines, the version line is optional. */
     ERR_INLINE("allreduce device 1-inf 0-1M staged; allreduce device 1-inf 1M-inf "
@@ -611,10 +611,14 @@ static void test_match(void)
     /* First rule wins (a table built by hand: parse rejects overlaps). */
     collar_rule_t rules[2];
     memset(rules, 0, sizeof(rules));
-    rules[0] = (collar_rule_t){ COLLAR_COLL_ALLREDUCE, COLLAR_MEM_ANY, 1, 4,
-                                0, 100, COLLAR_ALG_NATIVE, 0, 1 };
-    rules[1] = (collar_rule_t){ COLLAR_COLL_ALLREDUCE, COLLAR_MEM_DEVICE, 1, 4,
-                                0, 100, COLLAR_ALG_STAGED, 0, 2 };
+    rules[0] = (collar_rule_t){ .coll = COLLAR_COLL_ALLREDUCE,
+                                .mem = COLLAR_MEM_ANY, .ranks_lo = 1,
+                                .ranks_hi = 4, .bytes_hi = 100,
+                                .alg = COLLAR_ALG_NATIVE, .line = 1 };
+    rules[1] = (collar_rule_t){ .coll = COLLAR_COLL_ALLREDUCE,
+                                .mem = COLLAR_MEM_DEVICE, .ranks_lo = 1,
+                                .ranks_hi = 4, .bytes_hi = 100,
+                                .alg = COLLAR_ALG_STAGED, .line = 2 };
     collar_table_t h = { rules, 2, 1, "", 0 };
     UNIT_CHECK(match(&h, COLLAR_MEM_DEVICE, 2, 5) == &rules[0], "first wins");
     rules[0].mem = COLLAR_MEM_HOST;
@@ -852,6 +856,170 @@ static void test_load(void)
     rmdir(tmpdir);
 }
 
+
+/* ------------------------------------------------------------- node shape */
+
+/* Copies of the tables of version 1 as they were before version 2 (the
+ * built-in rules and the test fixtures): they load with the same rules and
+ * the same hash as the version 1 parser gave them. */
+static void test_version1_tables(void)
+{
+    static const struct {
+        const char *name;
+        int         nrules;
+        uint64_t    hash;
+    } v1[] = {
+        { "default.table", 3, 0x72e4b51f4ce2f50full },
+        { "chunked_1k.table", 3, 0x6ab5be65569dd026ull },
+        { "site_default.table", 1, 0x74d4e0c73ce4bd04ull },
+    };
+    const char *srcdir = getenv("srcdir");
+    for (size_t i = 0; i < sizeof(v1) / sizeof(v1[0]); i++) {
+        char path[1024], err[ERRLEN];
+        snprintf(path, sizeof(path), "%s/tables/v1/%s",
+                 srcdir != NULL ? srcdir : "tests", v1[i].name);
+        collar_table_t t;
+        collar_status_t st = collar_table_load(path, &t, err, sizeof(err));
+        UNIT_CHECK(st == COLLAR_OK && t.version == 1 && t.nrules == v1[i].nrules
+                   && t.hash == v1[i].hash, "%s: %s, version %d, %d rules, "
+                   "hash %016llx", path, err, t.version, t.nrules,
+                   (unsigned long long)t.hash);
+        for (int r = 0; st == COLLAR_OK && r < t.nrules; r++) {
+            UNIT_CHECK(!collar_rule_shaped(&t.rules[r]), "%s: rule %d shaped",
+                       path, r);
+        }
+        collar_table_free(&t);
+    }
+}
+
+static const char shaped[] =
+    "version 2\n"
+    "allreduce device 1-inf 0-inf   nodes=1   ipc\n"
+    "allreduce device 1-inf 0-inf   nodes=2-inf ppn=2-inf hier chunk=2M\n"
+    "allreduce device 1-inf 0-256K  staged\n"
+    "allreduce device 1-inf 256K-inf chunked chunk=1M\n";
+
+static const collar_rule_t *match_shape(const collar_table_t *t, int ranks,
+                                        int nodes, int ppn_min, int ppn_max)
+{
+    const collar_select_key_t key = {
+        .coll = COLLAR_COLL_ALLREDUCE, .mem = COLLAR_MEM_DEVICE,
+        .comm_size = ranks, .bytes = 1 << 20, .nodes = nodes,
+        .ppn_min = ppn_min, .ppn_max = ppn_max,
+    };
+    return collar_table_match_key(t, &key, COLLAR_MEM_DEVICE);
+}
+
+static void test_shape(void)
+{
+    collar_table_t t;
+    if (OK(shaped, 0, &t)) {
+        const collar_rule_t *ipc = &t.rules[0], *hier = &t.rules[1];
+        const collar_rule_t *chunked = &t.rules[3];
+        UNIT_CHECK(t.version == 2 && ipc->nodes_lo == 1 && ipc->nodes_hi == 1
+                   && ipc->ppn_lo == 0 && hier->nodes_lo == 2
+                   && hier->nodes_hi == INT_MAX && hier->ppn_lo == 2
+                   && hier->ppn_hi == INT_MAX, "shape keys parsed");
+        UNIT_CHECK(match_shape(&t, 4, 1, 4, 4) == ipc, "one node: ipc");
+        UNIT_CHECK(match_shape(&t, 4, 2, 2, 2) == hier, "two nodes: hier");
+        UNIT_CHECK(match_shape(&t, 5, 2, 2, 3) == hier, "uneven nodes: hier");
+        UNIT_CHECK(match_shape(&t, 3, 2, 1, 2) == chunked,
+                   "a node of one rank is outside ppn=2-inf");
+        UNIT_CHECK(match_shape(&t, 4, 0, 0, 0) == chunked,
+                   "unknown nodes: only rules without a shape");
+        UNIT_CHECK(match(&t, COLLAR_MEM_DEVICE, 4, 1 << 20) == chunked,
+                   "collar_table_match: shape unknown");
+        char buf[256];
+        collar_rule_format(hier, buf, sizeof(buf));
+        UNIT_CHECK(strcmp(buf, "allreduce device 1-inf 0-inf nodes=2-inf "
+                          "ppn=2-inf hier chunk=2M") == 0, "canonical: %s", buf);
+
+        /* Written back: version 2, same rules and hash. */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        collar_table_write(&t, f);
+        fclose(f);
+        collar_table_t u;
+        if (OK(text, 0, &u)) {
+            UNIT_CHECK(u.version == 2 && u.hash == t.hash
+                       && collar_table_same_rules(&t, &u), "written back");
+            collar_table_free(&u);
+        }
+        UNIT_CHECK(strstr(text, "\nversion 2\n") != NULL, "writes version 2");
+        free(text);
+        collar_table_free(&t);
+    }
+    /* A table without shapes is written as version 1. */
+    if (OK("version 2\nallreduce host 1-inf 0-inf native\n", 0, &t)) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        collar_table_write(&t, f);
+        fclose(f);
+        UNIT_CHECK(strstr(text, "\nversion 1\n") != NULL, "no shape: version 1");
+        free(text);
+        collar_table_free(&t);
+    }
+    /* Inline rules: shapes without a version line. */
+    if (OK("allreduce device 1-inf 0-inf nodes=1 ppn=4 ipc", 1, &t)) {
+        UNIT_CHECK(t.nrules == 1 && t.rules[0].ppn_lo == 4
+                   && match_shape(&t, 4, 1, 4, 4) == &t.rules[0]
+                   && match_shape(&t, 8, 1, 8, 8) == NULL, "inline shape");
+        collar_table_free(&t);
+    }
+
+    /* Errors: file:line:column and what, like the other keys. */
+    ERR("version 1\nallreduce device 1-inf 0-inf nodes=1 ipc\n",
+        "x.table:2:30: node shape 'nodes=1' needs 'version 2' (a version 1 "
+        "table has no node shapes)");
+    ERR_INLINE("version 1; allreduce device 1-inf 0-inf ppn=2 ipc",
+               "COLLAR_ALLREDUCE_RULES:2:31: node shape 'ppn=2' needs 'version "
+               "2' (a version 1 table has no node shapes)");
+    ERR("version 2\nallreduce device 1-inf 0-inf nodes=0 ipc\n",
+        "x.table:2:36: bad node range '0': nodes start at 1");
+    ERR("version 2\nallreduce device 1-inf 0-inf nodes=2+ ipc\n",
+        "x.table:2:36: bad node range '2+': expected N, N-M or N-inf with whole "
+        "numbers 1 <= N <= M");
+    ERR("version 2\nallreduce device 1-inf 0-inf nodes= ipc\n",
+        "x.table:2:36: bad node range '': expected N, N-M or N-inf with whole "
+        "numbers 1 <= N <= M");
+    ERR("version 2\nallreduce device 1-inf 0-inf ppn=8-2 ipc\n",
+        "x.table:2:34: bad ranks-per-node range '8-2': the lower bound exceeds "
+        "the upper");
+    ERR("version 2\nallreduce device 1-inf 0-inf ppn=inf ipc\n",
+        "x.table:2:34: bad ranks-per-node range 'inf': inf is only allowed as "
+        "the upper bound");
+    ERR("version 2\nallreduce device 1-inf 0-inf nodes=1 nodes=2 ipc\n",
+        "x.table:2:38: key 'nodes' is given twice");
+    ERR("version 2\nallreduce device 1-inf 0-inf nodes=1\n",
+        "x.table:2:37: expected an algorithm (native, staged, chunked, ring, "
+        "ipc, hier) after 'nodes=1'");
+    ERR("version 2\nallreduce device 1-inf 0-inf ipc nodes=1\n",
+        "x.table:2:34: node shape 'nodes=1' after the algorithm: it comes "
+        "between the byte range and the algorithm");
+    /* Shaped rules overlap shaped ones; a rule without a shape overlaps
+     * neither. */
+    ERR("version 2\n"
+        "allreduce device 1-inf 0-inf nodes=1-2 ipc\n"
+        "allreduce device 1-inf 0-inf nodes=2-inf hier\n",
+        "x.table:3:1: rule overlaps the rule on line 2 (allreduce device 1-inf "
+        "0-inf nodes=1-2): ranges of one collective and memory kind must not "
+        "overlap");
+    ERR("version 2\n"
+        "allreduce device 1-inf 0-inf nodes=1 ipc\n"
+        "allreduce any 1-inf 0-inf ppn=4 hier\n",
+        "x.table:3:1: rule overlaps the rule on line 2 (allreduce device 1-inf "
+        "0-inf nodes=1): ranges of one collective and memory kind must not "
+        "overlap");
+    if (OK("version 2\n"
+           "allreduce device 1-inf 0-inf nodes=1 ppn=1-4 ipc\n"
+           "allreduce device 1-inf 0-inf nodes=1 ppn=5-inf staged\n", 0, &t)) {
+        UNIT_CHECK(match_shape(&t, 8, 1, 8, 8) == &t.rules[1], "ppn 8");
+        collar_table_free(&t);
+    }
+}
+
 int main(void)
 {
     test_errors();
@@ -860,5 +1028,7 @@ int main(void)
     test_oneshot();
     test_write();
     test_load();
+    test_version1_tables();
+    test_shape();
     return unit_finish("test_tuning");
 }
