@@ -49,7 +49,7 @@ static const char *const device_kinds[] = {
 };
 /* Indexed by collar_alg_t. */
 static const char *const alg_names[] = {
-    "auto", "native", "staged", "chunked", "ring", "ipc", "hier", NULL
+    "auto", "native", "staged", "chunked", "ring", "ipc", "hier", "nccl", NULL
 };
 static const char *const yes_no_auto[] = {
     "auto", "yes", "no", NULL

@@ -99,6 +99,18 @@ typedef struct collar_device {
      * its scratch, so that COLLAR_SIM_STRICT can catch device scratch
      * handed to an MPI library that does not take device pointers. */
     int (*is_dev_scratch)(const void *ptr, size_t bytes);
+    /*
+     * Optional (NULL: the backend has no native streams, e.g. sim).  Queue
+     * work of another library on collar's stream `stream` of the device of
+     * the buffer at `ptr`: with that device current in the calling thread,
+     * fn(native, arg) where `native` is the backend's own stream handle
+     * (cuda: a cudaStream_t), then `done` recorded after it on that stream.
+     * The calling thread's current device is restored.  fn's error is
+     * returned (and nothing recorded).  The nccl algorithm's ncclAllReduce.
+     */
+    collar_status_t (*issue_async)(const void *ptr, int stream,
+                                   collar_status_t (*fn)(void *native, void *arg),
+                                   void *arg, collar_event_t *done);
 
     /*
      * Optional, all or none (NULL: the backend cannot share memory between

@@ -632,6 +632,27 @@ static collar_status_t cu_copy_async(void *dst, const void *src, size_t bytes,
     return st;
 }
 
+/* Another library's work (ncclAllReduce) on collar's stream of the device
+ * of `ptr`, with that device current, and an event after it. */
+static collar_status_t cu_issue_async(const void *ptr, int stream,
+                                      collar_status_t (*fn)(void *native, void *arg),
+                                      void *arg, collar_event_t *done)
+{
+    cu_device_t *dv;
+    cu_current_t cur;
+    cu_save_current(&cur);
+    collar_status_t st = cu_use_device(cu_ptr_device(ptr), &dv);
+    if (st == COLLAR_OK) {
+        struct collar_stream *s = &dv->s[(unsigned)stream % CU_NSTREAMS];
+        st = fn((void *)s->stream, arg);
+        if (st == COLLAR_OK) {
+            st = cu_record(dv, s, done);
+        }
+    }
+    cu_restore_current(&cur);
+    return st;
+}
+
 /* A reduction kernel on the device of dst (inputs elsewhere are IPC
  * memory this process mapped, addressable from there): the pair
  * dst op= in when src is NULL, else the n inputs of src into dst. */
@@ -999,6 +1020,7 @@ const collar_device_t collar_device_cuda = {
     .event_query        = cu_event_query,
     .order_after_caller = cu_order_after_caller,
     .scratch_device     = cu_scratch_device,
+    .issue_async        = cu_issue_async,
     .ipc_alloc          = cu_ipc_alloc,
     .ipc_where          = cu_ipc_where,
     .ipc_reachable      = cu_ipc_reachable,
