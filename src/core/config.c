@@ -158,6 +158,10 @@ static const cfg_row_t table[] = {
       "Directory of the site default table default.table (empty: the "
       "installed share/collar/tuning).",
       FIELD(tuning_dir), NULL, 0, 0 },
+    { "COLLAR_NCCL_LIBRARY", CFG_STRING, "",
+      "The NCCL library the nccl algorithm loads (empty: libnccl.so.2, "
+      "found as the dynamic loader finds libraries).",
+      FIELD(nccl_library), NULL, 0, 0 },
     { "COLLAR_CHUNK_SIZE", CFG_SIZE, "0",
       "Chunk size of chunked algorithms, overriding the rule's chunk= (0: the "
       "rule's, else 1M); at most 1G, as in tuning tables.",

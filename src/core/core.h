@@ -152,6 +152,7 @@ typedef struct {
     char                *allreduce_rules;
     char                *tuning_file;
     char                *tuning_dir;
+    char                *nccl_library;   /* COLLAR_NCCL_LIBRARY */
     size_t               chunk_size;
     int                  mpi_cuda_aware; /* 0 auto, 1 yes, 2 no */
     int                  check;          /* COLLAR_CHECK: verify agreement */

@@ -17,6 +17,9 @@
  *                       rank reduces every slot in rank order into its
  *                       output (the same bits on every rank), a barrier;
  *                       in slices of STUB_SLOT bytes
+ *   ncclCommInitRankConfig  with blocking = 0: the same on a thread,
+ *                       ncclInProgress until ncclCommGetAsyncError says
+ *                       otherwise; ncclCommAbort stops it
  *   ncclCommDestroy, ncclCommAbort, ncclGetErrorString, ncclGetLastError,
  *   ncclGetVersion, ncclCommGetAsyncError
  *
@@ -29,6 +32,7 @@
 #define _GNU_SOURCE
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,9 +72,13 @@ struct ncclComm {
     shared_t *sh;
     size_t    len;
     int       rank, nranks, device;
+    int       state;       /* atomic: ncclResult_t of a non-blocking init */
+    int       abort;       /* atomic: ncclCommAbort during the init */
+    int       has_thread;
+    pthread_t thread;
 };
 
-static _Thread_local char last_error[256];
+static char last_error[256];   /* ncclGetLastError: the process's last */
 
 static size_t header_bytes(void)
 {
@@ -156,57 +164,46 @@ EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
     return ncclSuccess;
 }
 
-EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks,
-                                     ncclUniqueId id, int rank)
+/* The ranks meet in the shared memory named by `id`; c->device, rank,
+ * nranks set.  On failure nothing stays mapped. */
+static ncclResult_t meet(struct ncclComm *c, const ncclUniqueId *id)
 {
-    *comm = NULL;
-    if (nranks < 1 || nranks > STUB_MAX_RANKS || rank < 0 || rank >= nranks) {
-        return ncclInvalidArgument;
-    }
+    const int rank = c->rank, nranks = c->nranks;
     if (fail_wanted("init", rank)) {
         snprintf(last_error, sizeof(last_error), "injected init failure (NCCL_STUB_FAIL)");
         return ncclSystemError;
     }
-    /* "The CUDA device used is the one current" (ncclCommInitRank). */
-    int device = 0;
     char bus[32] = "";
-    if (cudaGetDevice(&device) != cudaSuccess
-        || cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), device) != cudaSuccess) {
+    if (cudaDeviceGetPCIBusId(bus, (int)sizeof(bus), c->device) != cudaSuccess) {
         return ncclUnhandledCudaError;
     }
-    struct ncclComm *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
-        return ncclSystemError;
-    }
-    c->rank = rank;
-    c->nranks = nranks;
-    c->device = device;
     c->len = header_bytes() + (size_t)nranks * STUB_SLOT;
     char name[NCCL_UNIQUE_ID_BYTES];
-    memcpy(name, id.internal, sizeof(name));
+    memcpy(name, id->internal, sizeof(name));
     name[sizeof(name) - 1] = '\0';
     int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)c->len) != 0) {
         if (fd >= 0) {
             close(fd);
         }
-        free(c);
         return ncclSystemError;
     }
-    c->sh = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    shared_t *sh = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (c->sh == MAP_FAILED) {
-        free(c);
+    if (sh == MAP_FAILED) {
         return ncclSystemError;
     }
-    snprintf(c->sh->bus[rank], sizeof(c->sh->bus[rank]), "%s", bus);
-    __atomic_add_fetch(&c->sh->joined, 1, __ATOMIC_ACQ_REL);
+    snprintf(sh->bus[rank], sizeof(sh->bus[rank]), "%s", bus);
+    __atomic_add_fetch(&sh->joined, 1, __ATOMIC_ACQ_REL);
     const double t0 = now_s();
-    while (__atomic_load_n(&c->sh->joined, __ATOMIC_ACQUIRE) < nranks) {
-        if (now_s() - t0 > STUB_WAIT_S) {
-            munmap(c->sh, c->len);
-            free(c);
-            return ncclSystemError;
+    while (__atomic_load_n(&sh->joined, __ATOMIC_ACQUIRE) < nranks) {
+        if (now_s() - t0 > STUB_WAIT_S || __atomic_load_n(&c->abort, __ATOMIC_ACQUIRE)) {
+            /* The others may never come: the name goes with the last. */
+            if (__atomic_sub_fetch(&sh->joined, 1, __ATOMIC_ACQ_REL) == 0) {
+                shm_unlink(name);
+            }
+            munmap(sh, c->len);
+            return c->abort ? ncclRemoteError : ncclSystemError;
         }
         sched_yield();
     }
@@ -217,23 +214,115 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks,
     /* NCCL: "Duplicate GPU detected : rank %d and rank %d both on CUDA
      * device %lx" (init.cc), ncclInvalidUsage. */
     for (int r = 0; r < nranks; r++) {
-        if (r != rank && strcmp(c->sh->bus[r], bus) == 0) {
+        if (r != rank && strcmp(sh->bus[r], bus) == 0) {
             snprintf(last_error, sizeof(last_error),
                      "Duplicate GPU detected : rank %d and rank %d both on "
                      "CUDA device %s", rank < r ? rank : r, rank < r ? r : rank, bus);
-            munmap(c->sh, c->len);
-            free(c);
+            munmap(sh, c->len);
             return ncclInvalidUsage;
         }
     }
-    *comm = c;
+    c->sh = sh;
     return ncclSuccess;
+}
+
+static struct ncclComm *comm_new(int nranks, int rank, ncclResult_t *r)
+{
+    *r = ncclSuccess;
+    if (nranks < 1 || nranks > STUB_MAX_RANKS || rank < 0 || rank >= nranks) {
+        *r = ncclInvalidArgument;
+        return NULL;
+    }
+    struct ncclComm *c = calloc(1, sizeof(*c));
+    /* "The CUDA device used is the one current" (ncclCommInitRank). */
+    if (c == NULL || cudaGetDevice(&c->device) != cudaSuccess) {
+        free(c);
+        *r = c == NULL ? ncclSystemError : ncclUnhandledCudaError;
+        return NULL;
+    }
+    c->rank = rank;
+    c->nranks = nranks;
+    return c;
+}
+
+EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks,
+                                     ncclUniqueId id, int rank)
+{
+    ncclResult_t r;
+    *comm = comm_new(nranks, rank, &r);
+    if (*comm != NULL && (r = meet(*comm, &id)) != ncclSuccess) {
+        free(*comm);
+        *comm = NULL;
+    }
+    return r;
+}
+
+/* ncclConfig_t's first fields (every version has them). */
+typedef struct {
+    size_t   size;
+    unsigned magic, version;
+    int      blocking;
+} config_head_t;
+
+typedef struct {
+    struct ncclComm *c;
+    ncclUniqueId     id;
+} init_job_t;
+
+static void *init_thread(void *arg)
+{
+    init_job_t *j = arg;
+    ncclResult_t r = meet(j->c, &j->id);
+    __atomic_store_n(&j->c->state, (int)r, __ATOMIC_RELEASE);
+    free(j);
+    return NULL;
+}
+
+/* blocking = 0: the meeting runs on a thread of its own; the call returns
+ * ncclInProgress, ncclCommGetAsyncError tells when it is over, and
+ * ncclCommAbort stops it ("the communicator ... in ncclInProgress state
+ * ... ncclCommAbort", NCCL API, Communicator Creation and Management). */
+EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
+                                           ncclUniqueId id, int rank,
+                                           void *config)
+{
+    const config_head_t *cfg = config;
+    if (cfg == NULL || cfg->magic != 0xcafebeef || cfg->blocking != 0) {
+        return ncclCommInitRank(comm, nranks, id, rank);
+    }
+    ncclResult_t r;
+    struct ncclComm *c = comm_new(nranks, rank, &r);
+    *comm = c;
+    if (c == NULL) {
+        return r;
+    }
+    init_job_t *j = malloc(sizeof(*j));
+    c->state = ncclInProgress;
+    if (j == NULL) {
+        c->state = ncclSystemError;
+        return ncclSystemError;
+    }
+    j->c = c;
+    j->id = id;
+    if (pthread_create(&c->thread, NULL, init_thread, j) != 0) {
+        free(j);
+        c->state = ncclSystemError;
+        return ncclSystemError;
+    }
+    c->has_thread = 1;
+    return ncclInProgress;
 }
 
 EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
 {
     if (comm != NULL) {
-        munmap(comm->sh, comm->len);
+        if (comm->has_thread) {
+            __atomic_store_n(&comm->abort, 1, __ATOMIC_RELEASE);
+            pthread_join(comm->thread, NULL);
+        }
+        if (comm->sh != NULL) {
+            munmap(comm->sh, comm->len);
+        }
         free(comm);
     }
     return ncclSuccess;
@@ -246,8 +335,10 @@ EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 
 EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async)
 {
-    (void)comm;
-    *async = ncclSuccess;
+    if (comm == NULL) {
+        return ncclInvalidArgument;
+    }
+    *async = (ncclResult_t)__atomic_load_n(&comm->state, __ATOMIC_ACQUIRE);
     return ncclSuccess;
 }
 
