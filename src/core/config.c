@@ -145,7 +145,7 @@ static const cfg_row_t table[] = {
       FIELD(ptr_cache), ptr_cache_modes, 0, 0 },
     { "COLLAR_ALGORITHM", CFG_ENUM, "auto",
       "Force one allreduce algorithm for every call: auto (the rules decide), "
-      "native, staged, chunked, ring, ipc, hier.",
+      "native, staged, chunked, ring, ipc, hier, nccl.",
       FIELD(algorithm), alg_names, 0, 0 },
     { "COLLAR_ALLREDUCE_RULES", CFG_STRING, "",
       "Allreduce rules inline, separated by ';', in the tuning-table format "
