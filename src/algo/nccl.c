@@ -8,26 +8,29 @@
  * One NCCL communicator per application communicator (comm->nccl), made
  * at nccl's first blocking allreduce on it, in the communicator's turn
  * (collar_run_in_turn, as hier's communicators): rank 0 of the private
- * communicator takes a unique id (ncclGetUniqueId), broadcasts it on the
- * private communicator, and every rank calls ncclCommInitRank with the
- * device of the call's buffer current ("ncclCommInitRank ... creates a new
- * communicator (multi thread/process version) ... the CUDA device used is
- * the one current", NCCL API, Communicator Creation and Management).  The
- * outcome is agreed (MPI_MAX of the ncclResult_t on the private
- * communicator) before any rank uses the communicator: where one rank's
- * init failed (NCCL refuses two ranks on one GPU: ncclInvalidUsage,
- * "Duplicate GPU detected"), every rank destroys its communicator and the
+ * communicator takes a unique id (ncclGetUniqueId), broadcasts it on a
+ * duplicate of the private communicator, and every rank calls
+ * ncclCommInitRankConfig (non-blocking) or ncclCommInitRank with the
+ * device of the call's buffer current (NCCL user guide, "Creating a
+ * Communicator": the id from ncclGetUniqueId "has to be broadcast to all
+ * participating threads and processes", e.g. with MPI; API reference,
+ * ncclCommInitRank: each rank is associated to the CUDA device set before
+ * the call).  The outcome is agreed (the worst ncclResult_t, MPI_MAX on
+ * that communicator) before any rank uses the communicator: where one
+ * rank's init failed (the same CUDA device as two ranks "is not supported
+ * and may lead to hangs"; NCCL refuses it with ncclInvalidUsage and
+ * "Duplicate GPU detected"), every rank aborts its communicator and the
  * algorithm falls back on every rank alike, said once with NCCL's last
- * error (ncclGetLastError).  A nonblocking or persistent start never makes
+ * error (ncclGetLastError, whose comm argument "can be set to NULL").  A nonblocking or persistent start never makes
  * it (it would wait for the other ranks): until a blocking allreduce has,
  * those fall back, like hier.
  *
  * A call: the caller's queued device work first (nccl_order), then one CALL
  * step that issues ncclAllReduce on collar's stream of the buffer's device
  * (dev->issue_async; in the communicator's turn, so that every rank issues
- * its NCCL operations on one communicator in the same order, as NCCL
- * requires: "NCCL operations ... must be called in the same order on all
- * ranks"), and polls the event recorded after it; then the status
+ * its NCCL operations on one communicator in the same order, which NCCL's
+ * collectives need as MPI's do), and polls the event recorded after it;
+ * then the status
  * agreement.  A receive buffer in host memory on this rank goes through
  * device scratch; a send buffer in host memory is first copied into the
  * device receive buffer (NCCL takes device pointers only).
@@ -194,10 +197,11 @@ static collar_status_t init_on_device(void *native, void *arg)
     make_args_t *m = arg;
     if (nc.comm_init_config != NULL && nc.async_error != NULL
         && nc.comm_abort != NULL) {
-        /* Non-blocking: "ncclCommInitRankConfig ... returns ncclInProgress
-         * ... ncclCommGetAsyncError to query" (NCCL API, Communicator
-         * Creation and Management), so that a rank whose peer failed is
-         * not left waiting inside NCCL (nccl_make aborts it). */
+        /* Non-blocking (NCCL >= 2.14, config.blocking = 0): the call may
+         * return ncclInProgress, and ncclCommGetAsyncError tells when the
+         * communicator is ready or failed (NCCL API reference,
+         * ncclCommInitRankConfig), so that a rank whose peer failed is not
+         * left waiting inside NCCL: nccl_make aborts it. */
         nccl_config_t cfg = {
             .size = sizeof(cfg), .magic = 0xcafebeef, .version = 21400,
             .blocking = 0, .cga_cluster_size = NCCL_CONFIG_UNDEF_INT,
@@ -340,8 +344,8 @@ static void nccl_make(collar_comm_t *c)
         make_dev->stream_free(stream);
     }
     if (m.comm != NULL && r != -1) {
-        /* "ncclCommAbort ... frees resources ... and aborts any
-         * uncompleted operations" (a failed init's communicator too). */
+        /* ncclCommAbort frees a communicator whatever its state, a failed
+         * or unfinished init's too (NCCL API reference). */
         if (nc.comm_abort != NULL) {
             nc.comm_abort(m.comm);
         } else {
@@ -376,7 +380,10 @@ void collar_algo_nccl_eligible(const collar_call_t *call, collar_comm_t *comm,
         return;
     }
     if (comm->nccl_made == 0 && blocking && in_turn != NULL) {
-        make_ptr = call->rbuf;
+        /* The device of the call: the receive buffer's, or the send
+         * buffer's where this rank receives into host memory. */
+        make_ptr = call->rmem != COLLAR_MEM_HOST || call->in_place ? call->rbuf
+                                                                    : call->sbuf;
         make_dev = call->dev;
         if (in_turn(comm, nccl_make) != COLLAR_OK) {
             comm->nccl_made = -1;

@@ -234,7 +234,8 @@ static struct ncclComm *comm_new(int nranks, int rank, ncclResult_t *r)
         return NULL;
     }
     struct ncclComm *c = calloc(1, sizeof(*c));
-    /* "The CUDA device used is the one current" (ncclCommInitRank). */
+    /* Each rank's CUDA device is the one current at the call
+     * (ncclCommInitRank). */
     if (c == NULL || cudaGetDevice(&c->device) != cudaSuccess) {
         free(c);
         *r = c == NULL ? ncclSystemError : ncclUnhandledCudaError;
@@ -280,8 +281,8 @@ static void *init_thread(void *arg)
 
 /* blocking = 0: the meeting runs on a thread of its own; the call returns
  * ncclInProgress, ncclCommGetAsyncError tells when it is over, and
- * ncclCommAbort stops it ("the communicator ... in ncclInProgress state
- * ... ncclCommAbort", NCCL API, Communicator Creation and Management). */
+ * ncclCommAbort stops it (NCCL API reference, ncclCommInitRankConfig,
+ * ncclCommAbort). */
 EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
                                            ncclUniqueId id, int rank,
                                            void *config)
