@@ -53,6 +53,8 @@ typedef struct nccl_comm *nccl_comm_t;
 typedef int nccl_result_t;            /* ncclResult_t: ncclSuccess = 0 */
 #define NCCL_SUCCESS 0
 #define NCCL_INVALID_ARGUMENT 4
+#define NCCL_REMOTE_ERROR 6
+#define NCCL_IN_PROGRESS 7
 #define NCCL_UNIQUE_ID_BYTES 128
 typedef struct { char internal[NCCL_UNIQUE_ID_BYTES]; } nccl_unique_id_t;
 enum { NCCL_INT8 = 0, NCCL_UINT8 = 1, NCCL_INT32 = 2, NCCL_UINT32 = 3,
@@ -221,8 +223,6 @@ static _Thread_local const void *make_ptr;
 static _Thread_local const collar_device_t *make_dev;
 static char made_why[8][240];   /* agreed reasons, by ncclResult_t (capped) */
 
-#define NCCL_IN_PROGRESS 7
-#define NCCL_REMOTE_ERROR 6
 
 /*
  * Wait for this rank's init to finish while listening for the other ranks'
@@ -474,6 +474,15 @@ static collar_status_t nccl_step(collar_sched_t *s, void *arg)
         __atomic_add_fetch(&nccl_inflight, 1, __ATOMIC_ACQ_REL);
     }
     collar_status_t st = s->dev->event_query(&o->ev);
+    nccl_result_t async = NCCL_SUCCESS;
+    if (st == COLLAR_INPROGRESS && nc.async_error != NULL
+        && nc.async_error(o->comm, &async) == NCCL_SUCCESS
+        && async != NCCL_SUCCESS && async != NCCL_IN_PROGRESS) {
+        /* NCCL's asynchronous error (a peer gone, a network failure):
+         * its operation will not complete (ncclCommGetAsyncError). */
+        collar_error(COLL, "ncclAllReduce failed: %s", nc.error_string(async));
+        st = COLLAR_ERR_DEVICE;
+    }
     if (st != COLLAR_INPROGRESS) {
         o->issued = 0;
         __atomic_sub_fetch(&nccl_inflight, 1, __ATOMIC_ACQ_REL);
