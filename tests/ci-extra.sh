@@ -260,7 +260,7 @@ if wanted cudaemu-programs; then
         || { tail -300 build/tests/test-suite.log; false; }
     # MPI-4's persistent collectives (test_persist, the persistent and
     # large-count forms of test_colls, test_mix --lifetime's persistent
-    # allreduce, mpi4py 4's persistent calls) need MPICH: a build with the
+    # allreduce, mpi4py 4's persistent calls, nccl.test's persistent part) need MPICH: a build with the
     # cuda backend, of collar, the emulation and the three programs only (the kernels compiled for one architecture: the
     # emulation runs their host build), and only those parts.
     rm -rf build-mpich-cuda
@@ -268,10 +268,11 @@ if wanted cudaemu-programs; then
     (cd build-mpich-cuda && ../configure MPICC=mpicc.mpich --with-cuda-arch=90 >configure.out) \
         || { tail -40 build-mpich-cuda/config.log; false; }
     { make -C build-mpich-cuda/src -j"$jobs" &&
-      make -C build-mpich-cuda/tests -j"$jobs" cudaemu mpi/test_colls mpi/test_persist mpi/test_mix; } \
+      make -C build-mpich-cuda/tests -j"$jobs" cudaemu mpi/test_colls mpi/test_persist mpi/test_mix \
+          mpi/test_nbstart gpu/test_device; } \
         >build-mpich-cuda/make.out 2>&1 || { tail -60 build-mpich-cuda/make.out; false; }
     TEST_CUDAEMU_FULL=1 TEST_CUDAEMU_PARTS="forms mix persist" \
-        make -C build-mpich-cuda/tests check TESTS="$emu_tests" check_PROGRAMS= check_LTLIBRARIES= \
+        make -C build-mpich-cuda/tests check TESTS="$emu_tests mpi/nccl.test" check_PROGRAMS= check_LTLIBRARIES= \
         || { tail -300 build-mpich-cuda/tests/test-suite.log; false; }
     stage_end
 fi

@@ -152,6 +152,14 @@ void collar_algo_eligible(const collar_call_t *call, int mpi_cuda_aware,
         plan->fallback = why[plan->alg == COLLAR_ALG_HIER][host];
         plan->alg = COLLAR_ALG_CHUNKED;
     }
+    if (plan->alg == COLLAR_ALG_NCCL && !collar_algo_nccl_eligible_call(call)) {
+        plan->fallback = call->mem == COLLAR_MEM_HOST
+            ? "nccl -> chunked: nccl works on device buffers only"
+            : "nccl -> chunked: NCCL has no reduction for this op and "
+              "datatype (sum, prod, min, max on its integer and floating "
+              "types, densely laid out)";
+        plan->alg = COLLAR_ALG_CHUNKED;
+    }
     if (plan->alg == COLLAR_ALG_RING && !collar_algo_ring_eligible(call, 1)) {
         plan->alg = COLLAR_ALG_CHUNKED;
         plan->fallback = "ring -> chunked: ring reduces by itself and needs a "
@@ -183,6 +191,8 @@ collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg)
         return collar_algo_ipc_build;
     case COLLAR_ALG_HIER:
         return collar_algo_hier_build;
+    case COLLAR_ALG_NCCL:
+        return collar_algo_nccl_build;
     case COLLAR_ALG_AUTO:
     case COLLAR_ALG_NATIVE:
     case COLLAR_ALG_COUNT:

@@ -158,6 +158,27 @@ void collar_algo_hier_eligible(const collar_call_t *call, collar_comm_t *comm,
                                collar_plan_t *plan);
 
 /*
+ * nccl: ncclAllReduce on collar's stream, NCCL loaded at run time
+ * (src/algo/nccl.c).  Can it run this call, as far as the call shows?  A
+ * device call, laid out densely, a type and op NCCL has.
+ */
+collar_status_t collar_algo_nccl_build(const collar_call_t *call,
+                                       const collar_plan_t *plan,
+                                       collar_sched_t *sched);
+int collar_algo_nccl_eligible_call(const collar_call_t *call);
+/*
+ * The rest of nccl's eligibility, which needs the communicator, like
+ * collar_algo_hier_eligible: NCCL's communicator is made by the first
+ * blocking allreduce (`blocking`) that selects nccl, through `in_turn`;
+ * until then, and when it cannot be made (no library, an init failure
+ * on any rank), chunked (staged where chunked cannot run), on every rank
+ * alike.
+ */
+void collar_algo_nccl_eligible(const collar_call_t *call, collar_comm_t *comm,
+                               int blocking, collar_in_turn_fn_t in_turn,
+                               collar_plan_t *plan);
+
+/*
  * Blocks of a message cut among n: block b of `count` elements starts at
  * element *first and has *len elements; the first count % n blocks have
  * one element more (remainders go to the low blocks).  The ring's blocks

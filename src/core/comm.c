@@ -170,6 +170,9 @@ void collar_comm_unref(collar_comm_t *c)
     if (c->ipc != NULL && c->ipc_release != NULL) {
         c->ipc_release(c->ipc);
     }
+    if (c->nccl != NULL && c->nccl_release != NULL) {
+        c->nccl_release(c->nccl);
+    }
     comm_free_counted(&c->node_sched);
     comm_free_counted(&c->cross_comm);
     /* MPI_Comm_free is not collective in effect: each rank frees its

@@ -49,7 +49,7 @@ static const char *const device_kinds[] = {
 };
 /* Indexed by collar_alg_t. */
 static const char *const alg_names[] = {
-    "auto", "native", "staged", "chunked", "ring", "ipc", "hier", NULL
+    "auto", "native", "staged", "chunked", "ring", "ipc", "hier", "nccl", NULL
 };
 static const char *const yes_no_auto[] = {
     "auto", "yes", "no", NULL
@@ -145,7 +145,7 @@ static const cfg_row_t table[] = {
       FIELD(ptr_cache), ptr_cache_modes, 0, 0 },
     { "COLLAR_ALGORITHM", CFG_ENUM, "auto",
       "Force one allreduce algorithm for every call: auto (the rules decide), "
-      "native, staged, chunked, ring, ipc, hier.",
+      "native, staged, chunked, ring, ipc, hier, nccl.",
       FIELD(algorithm), alg_names, 0, 0 },
     { "COLLAR_ALLREDUCE_RULES", CFG_STRING, "",
       "Allreduce rules inline, separated by ';', in the tuning-table format "
@@ -158,6 +158,10 @@ static const cfg_row_t table[] = {
       "Directory of the site default table default.table (empty: the "
       "installed share/collar/tuning).",
       FIELD(tuning_dir), NULL, 0, 0 },
+    { "COLLAR_NCCL_LIBRARY", CFG_STRING, "",
+      "The NCCL library the nccl algorithm loads (empty: libnccl.so.2, "
+      "found as the dynamic loader finds libraries).",
+      FIELD(nccl_library), NULL, 0, 0 },
     { "COLLAR_CHUNK_SIZE", CFG_SIZE, "0",
       "Chunk size of chunked algorithms, overriding the rule's chunk= (0: the "
       "rule's, else 1M); at most 1G, as in tuning tables.",

@@ -120,6 +120,7 @@ typedef enum {
     COLLAR_ALG_RING,
     COLLAR_ALG_IPC,       /* through device memory mapped between the ranks of a node */
     COLLAR_ALG_HIER,      /* ipc within each node, an allreduce across nodes */
+    COLLAR_ALG_NCCL,      /* ncclAllReduce, NCCL loaded at run time */
     COLLAR_ALG_COUNT
 } collar_alg_t;
 
@@ -152,6 +153,7 @@ typedef struct {
     char                *allreduce_rules;
     char                *tuning_file;
     char                *tuning_dir;
+    char                *nccl_library;   /* COLLAR_NCCL_LIBRARY */
     size_t               chunk_size;
     int                  mpi_cuda_aware; /* 0 auto, 1 yes, 2 no */
     int                  check;          /* COLLAR_CHECK: verify agreement */
@@ -276,6 +278,14 @@ typedef struct collar_comm {
      * collective over the application's communicator. */
     void    *ipc;
     void   (*ipc_release)(void *ipc);
+    /* Owned by the nccl algorithm (src/algo/nccl.c): its NCCL communicator,
+     * made at nccl's first blocking allreduce on the communicator, in its
+     * turn.  nccl_made: 0 not yet, 1 made, -1 could not be made (on every
+     * rank alike; nccl_why says why).  Released with the state. */
+    int      nccl_made;
+    const char *nccl_why;
+    void    *nccl;
+    void   (*nccl_release)(void *nccl);
     void   (*ipc_freed)(void *ipc, MPI_Comm comm);
 } collar_comm_t;
 

@@ -99,6 +99,27 @@ typedef struct collar_device {
      * its scratch, so that COLLAR_SIM_STRICT can catch device scratch
      * handed to an MPI library that does not take device pointers. */
     int (*is_dev_scratch)(const void *ptr, size_t bytes);
+    /*
+     * Optional, all or none (NULL: the backend has no native streams, e.g.
+     * sim).  For another library's work (the nccl algorithm's NCCL calls):
+     *   stream_new   a stream of its own on the device of the buffer at
+     *                `ptr` (cuda: a cudaStream_t ordered like collar's
+     *                streams), apart from collar's: work that waits for
+     *                other processes (an NCCL allreduce) never holds up
+     *                another communicator's on a shared stream;
+     *   issue_async  with that stream's device current in the calling
+     *                thread, fn(native, arg) where `native` is the
+     *                backend's own handle of the stream, then `done`
+     *                recorded after it on the stream; the thread's current
+     *                device restored; fn's error returned (nothing
+     *                recorded);
+     *   stream_free  the stream, once nothing queued on it is needed.
+     */
+    collar_status_t (*stream_new)(const void *ptr, collar_stream_t **stream);
+    collar_status_t (*issue_async)(collar_stream_t *stream,
+                                   collar_status_t (*fn)(void *native, void *arg),
+                                   void *arg, collar_event_t *done);
+    void (*stream_free)(collar_stream_t *stream);
 
     /*
      * Optional, all or none (NULL: the backend cannot share memory between

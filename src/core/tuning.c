@@ -79,7 +79,7 @@ static const char *mem_name(int mem)
     return "unknown";
 }
 
-/* "native, staged, chunked, ring, ipc, hier": the algorithms a table may name. */
+/* "native, staged, chunked, ring, ipc, hier, nccl": the algorithms a table may name. */
 static void alg_list(char *buf, size_t len)
 {
     size_t o = 0;

@@ -330,6 +330,8 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         collar_algo_ipc_eligible(&call, cstate, &plan);
         collar_algo_hier_eligible(&call, cstate, blocking, collar_run_in_turn,
                                   &plan);
+        collar_algo_nccl_eligible(&call, cstate, blocking, collar_run_in_turn,
+                                  &plan);
         build = collar_algo_builder(plan.alg);
     }
     plan_chosen(comm, &key, &plan, &call, stat);

@@ -635,6 +635,67 @@ static collar_status_t cu_copy_async(void *dst, const void *src, size_t bytes,
     return st;
 }
 
+/* Streams of their own for another library's work (ncclAllReduce), on the
+ * device of `ptr`, with the flags of collar's streams. */
+static collar_status_t cu_stream_new(const void *ptr, collar_stream_t **out)
+{
+    struct collar_stream *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    cu_device_t *dv;
+    cu_current_t cur;
+    cu_save_current(&cur);
+    const int d = cu_ptr_device(ptr);
+    collar_status_t st = cu_use_device(d, &dv);
+    if (st == COLLAR_OK) {
+        const unsigned flags = collar_cfg.sync == COLLAR_SYNC_NONE
+                               ? cudaStreamNonBlocking : cudaStreamDefault;
+        cudaError_t err = cudaStreamCreateWithFlags(&s->stream, flags);
+        if (err != cudaSuccess) {
+            cu_fail("cudaStreamCreateWithFlags", err);
+            st = COLLAR_ERR_DEVICE;
+        }
+        s->device = d < 0 || d >= cu.ndevices ? 0 : d;
+    }
+    cu_restore_current(&cur);
+    if (st != COLLAR_OK) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return COLLAR_OK;
+}
+
+static collar_status_t cu_issue_async(collar_stream_t *s,
+                                      collar_status_t (*fn)(void *native, void *arg),
+                                      void *arg, collar_event_t *done)
+{
+    cu_device_t *dv;
+    cu_current_t cur;
+    cu_save_current(&cur);
+    collar_status_t st = cu_use_device(s->device, &dv);
+    if (st == COLLAR_OK) {
+        st = fn((void *)s->stream, arg);
+        if (st == COLLAR_OK) {
+            st = cu_record(dv, s, done);
+        }
+    }
+    cu_restore_current(&cur);
+    return st;
+}
+
+static void cu_stream_free(collar_stream_t *s)
+{
+    if (s != NULL) {
+        cu_current_t cur;
+        cu_enter(s->device, &cur);
+        cudaStreamDestroy(s->stream);
+        cu_restore_current(&cur);
+        free(s);
+    }
+}
+
 /* A reduction kernel on the device of dst (inputs elsewhere are IPC
  * memory this process mapped, addressable from there): the pair
  * dst op= in when src is NULL, else the n inputs of src into dst. */
@@ -1002,6 +1063,9 @@ const collar_device_t collar_device_cuda = {
     .event_query        = cu_event_query,
     .order_after_caller = cu_order_after_caller,
     .scratch_device     = cu_scratch_device,
+    .stream_new         = cu_stream_new,
+    .issue_async        = cu_issue_async,
+    .stream_free        = cu_stream_free,
     .ipc_alloc          = cu_ipc_alloc,
     .ipc_where          = cu_ipc_where,
     .ipc_reachable      = cu_ipc_reachable,

@@ -256,6 +256,7 @@ static int measure(MPI_Comm comm, size_t bytes, const cand_t *c, double best,
                     collar_alg_name(c->alg), ran, size,
                     c->alg == COLLAR_ALG_HIER ? "communicators that span nodes"
                     : c->alg == COLLAR_ALG_IPC ? "communicators of one node"
+                    : c->alg == COLLAR_ALG_NCCL ? "processes that can load NCCL"
                     : "other calls");
         }
         return GO_ON;
@@ -658,8 +659,11 @@ int main(int argc, char **argv)
          * across nodes (the other falls back and is not measured). */
         opt.alg_on[COLLAR_ALG_IPC] = opt.device;
         opt.alg_on[COLLAR_ALG_HIER] = opt.device;
-    } else if (!opt.device && (opt.alg_on[COLLAR_ALG_IPC] || opt.alg_on[COLLAR_ALG_HIER])) {
-        bad_usage("--algorithms ipc, hier: device memory only (--memory device)");
+        /* Where NCCL can be loaded (it falls back, unmeasured, elsewhere). */
+        opt.alg_on[COLLAR_ALG_NCCL] = opt.device;
+    } else if (!opt.device && (opt.alg_on[COLLAR_ALG_IPC] || opt.alg_on[COLLAR_ALG_HIER]
+                               || opt.alg_on[COLLAR_ALG_NCCL])) {
+        bad_usage("--algorithms ipc, hier, nccl: device memory only (--memory device)");
     } else if (opt.device && opt.alg_on[COLLAR_ALG_NATIVE] && !cuda_aware) {
         bad_usage("--algorithms native: not eligible on device memory, the MPI "
                   "library does not take device pointers (COLLAR_MPI_CUDA_AWARE)");

@@ -5,7 +5,7 @@
  * Noise: a candidate is measured in batches until its median settles (moved
  * by at most 5% after 15 repetitions), falls far behind the best so far,
  * uses its time budget, or the run's time limit comes.  A winner must beat
- * a simpler algorithm (native < staged < chunked < ring < ipc < hier) by more than the
+ * a simpler algorithm (native < staged < chunked < ring < ipc < hier < nccl) by more than the
  * noise: the larger of the two spreads (interquartile range / median), at
  * least 3%.
  * Crossovers: where the winners of two grid sizes differ, the geometric
@@ -120,12 +120,16 @@ int tune_candidates(const opts_t *o, size_t bytes, cand_t *out)
     if (o->alg_on[COLLAR_ALG_HIER]) {
         out[n++] = (cand_t){ COLLAR_ALG_HIER, 0 };
     }
+    /* nccl: whole messages, NCCL's own pipelining. */
+    if (o->alg_on[COLLAR_ALG_NCCL]) {
+        out[n++] = (cand_t){ COLLAR_ALG_NCCL, 0 };
+    }
     return n;
 }
 
 /*
  * The winner of a point (rank 0): the fastest candidate, unless a simpler
- * algorithm (native < staged < chunked < ring < ipc < hier) is within the noise of it: the
+ * algorithm (native < staged < chunked < ring < ipc < hier < nccl) is within the noise of it: the
  * larger of the two spreads, at least 3%.  Among chunks, the previous
  * size's chunk is kept when it is within the noise of the best chunk.
  */
@@ -144,7 +148,7 @@ int tune_pick_winner(const point_t *p, const cand_t *prev)
     const meas_t *b = &p->meas[best];
     static const collar_alg_t order[] = {
         COLLAR_ALG_NATIVE, COLLAR_ALG_STAGED, COLLAR_ALG_CHUNKED, COLLAR_ALG_RING,
-        COLLAR_ALG_IPC, COLLAR_ALG_HIER,
+        COLLAR_ALG_IPC, COLLAR_ALG_HIER, COLLAR_ALG_NCCL,
     };
     for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
         int cb = -1;

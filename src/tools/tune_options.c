@@ -58,9 +58,10 @@ static void usage(FILE *out)
         "  --min SIZE            smallest message (default 1K)\n"
         "  --max SIZE            largest message (default 64M)\n"
         "  --algorithms LIST     candidates among native, staged, chunked, ring,\n"
-        "                        ipc, hier (default: every eligible one: on device\n"
-        "                        memory staged, chunked, ring, ipc (communicators\n"
-        "                        of one node) and hier (across nodes), and native\n"
+        "                        ipc, hier, nccl (default: every eligible one: on\n"
+        "                        device memory staged, chunked, ring, ipc\n"
+        "                        (communicators of one node), hier (across nodes),\n"
+        "                        nccl (where NCCL can be loaded), and native\n"
         "                        when the MPI library takes device pointers; on\n"
         "                        host memory native, staged, chunked, ring)\n"
         "  --chunks LIST         chunk sizes tried for chunked and segment sizes for\n"
@@ -150,7 +151,7 @@ static void add_alg(const char *name, const char *item)
 {
     int alg = collar_alg_from_name(item, strlen(item));
     if (alg < 0) {
-        bad_usage("%s expects native, staged, chunked, ring, ipc or hier, not "
+        bad_usage("%s expects native, staged, chunked, ring, ipc, hier or nccl, not "
                   "'%s'", name, item);
     }
     opt.alg_on[alg] = 1;

@@ -12,6 +12,8 @@
  *             (collar's algorithms run, and the larger message makes ipc and
  *             hier register a larger region inside the nonblocking calls).
  *             Last MPI_COMM_WORLD and MPI_COMM_SELF in opposite orders.
+ *             Under TU_DEVICE=cuda the buffers of these calls are device
+ *             memory (testutil.h; nccl.test).
  *   sendrecv  on a fresh communicator: rank 0 starts MPI_Iallreduce, then
  *             receives 4 MiB from rank 1; rank 1 sends them to rank 0
  *             (rendezvous: the send returns only when the receive is
@@ -95,8 +97,12 @@ static void check_sum(const int *got, long n, MPI_Comm comm, const char *what)
              bad, n, first);
 }
 
+/* s, r on the host; ds, dr their device mirrors under TU_DEVICE=cuda (the
+ * buffers themselves without it), what the orders and blocking calls
+ * hand to MPI. */
 typedef struct {
     int *s, *r;
+    int *ds, *dr;
     long n;
 } buf_t;
 
@@ -111,10 +117,20 @@ static void buf_new(buf_t *b, long n)
     }
     fill(b->s, n, tu_world_rank());
     memset(b->r, 0, (size_t)n * sizeof(int));
+    b->ds = tu_dev_mirror(b->s, (size_t)n * sizeof(int));
+    b->dr = tu_dev_mirror(b->r, (size_t)n * sizeof(int));
+}
+
+/* The result back from the device mirror (nothing without the layer). */
+static void buf_back(buf_t *b)
+{
+    tu_dev_get(b->r, b->dr, (size_t)b->n * sizeof(int));
 }
 
 static void buf_free(buf_t *b)
 {
+    tu_dev_unmirror(b->ds, b->s);
+    tu_dev_unmirror(b->dr, b->r);
     free(b->s);
     free(b->r);
 }
@@ -129,11 +145,12 @@ static void orders_round(MPI_Comm c[2], long n, const char *what)
     }
     for (int j = 0; j < 2; j++) {
         const int k = even ? j : 1 - j;
-        tu_check_rc(MPI_Iallreduce(b[k].s, b[k].r, (int)n, MPI_INT, MPI_SUM,
+        tu_check_rc(MPI_Iallreduce(b[k].ds, b[k].dr, (int)n, MPI_INT, MPI_SUM,
                                    c[k], &req[k]), what);
     }
     tu_check_rc(MPI_Waitall(2, req, tu_statuses_ignore()), what);
     for (int k = 0; k < 2; k++) {
+        buf_back(&b[k]);
         check_sum(b[k].r, n, c[k], what);
         buf_free(&b[k]);
     }
@@ -145,7 +162,8 @@ static void blocking_first(MPI_Comm comm, const char *what)
 {
     buf_t b;
     buf_new(&b, 7);
-    tu_check_rc(MPI_Allreduce(b.s, b.r, 7, MPI_INT, MPI_SUM, comm), what);
+    tu_check_rc(MPI_Allreduce(b.ds, b.dr, 7, MPI_INT, MPI_SUM, comm), what);
+    buf_back(&b);
     check_sum(b.r, 7, comm, what);
     buf_free(&b);
 }

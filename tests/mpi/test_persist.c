@@ -67,12 +67,25 @@ int main(int argc, char **argv)
     tf_set_form(TF_PERSISTENT);
     const int count = argc > 1 ? atoi(argv[1]) : 100003;
     const int free_active = argc > 2 && atoi(argv[2]) != 0;
+    /* warm: a blocking allreduce first, so that the persistent ones run
+     * what needs one to set up (nccl's communicator). */
+    const int warm = argc > 3 && atoi(argv[3]) != 0;
     int *s = malloc((size_t)count * sizeof(int));
     int *r = malloc((size_t)count * sizeof(int));
     int *b = malloc((size_t)count * sizeof(int));
     const size_t bytes = (size_t)count * sizeof(int);
     int *ds = tu_dev_mirror(s, bytes), *dr = tu_dev_mirror(r, bytes);
     int *db = tu_dev_mirror(b, bytes);
+    if (warm) {
+        for (int i = 0; i < count; i++) {
+            s[i] = value(rank, i, 0);
+        }
+        tu_dev_put(ds, s, bytes);
+        tu_check_rc(MPI_Allreduce(ds, dr, count, MPI_INT, MPI_SUM, MPI_COMM_WORLD),
+                    "warm: blocking allreduce");
+        tu_dev_get(r, dr, bytes);
+        check_sum(r, count, 0, "warm: blocking allreduce");
+    }
 
     /* One allreduce and one in place, started five times each with new data. */
     for (int in_place = 0; in_place < 2; in_place++) {

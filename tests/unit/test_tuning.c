@@ -110,7 +110,7 @@ static int parse_ok(int line, const char *text, size_t len, int inl,
 
 static void test_errors(void)
 {
-    const char *algs = "expected one of native, staged, chunked, ring, ipc, hier";
+    const char *algs = "expected one of native, staged, chunked, ring, ipc, hier, nccl";
     char want[ERRLEN];
 
     /* Algorithm. */
@@ -139,7 +139,7 @@ static void test_errors(void)
     ERR("version 1\nallreduce device 2-8   \n",
         "x.table:2:21: expected a byte range (A-B or A-inf) after '2-8'");
     ERR("version 1\nallreduce device 2-8 0-64K   # no algorithm\n",
-        "x.table:2:27: expected an algorithm (native, staged, chunked, ring, ipc, hier) after '0-64K'");
+        "x.table:2:27: expected an algorithm (native, staged, chunked, ring, ipc, hier, nccl) after '0-64K'");
 
     /* Rank ranges. */
     ERR("version 1\n\nallreduce device 8-2 0-64K staged\n",
@@ -797,7 +797,7 @@ static void test_load(void)
     snprintf(path, sizeof(path), "%s/bad.table", tmpdir);
     write_file(path, "version 1\nallreduce device 2-8 0-64K rign\n", 41);
     snprintf(want, sizeof(want), "%s:2:28: unknown algorithm 'rign': expected "
-             "one of native, staged, chunked, ring, ipc, hier", path);
+             "one of native, staged, chunked, ring, ipc, hier, nccl", path);
     check_load(__LINE__, path, COLLAR_ERR_INVALID, want);
 
     /* A NUL byte. */
