@@ -994,7 +994,7 @@ static void test_shape(void)
         "x.table:2:38: key 'nodes' is given twice");
     ERR("version 2\nallreduce device 1-inf 0-inf nodes=1\n",
         "x.table:2:37: expected an algorithm (native, staged, chunked, ring, "
-        "ipc, hier) after 'nodes=1'");
+        "ipc, hier, nccl) after 'nodes=1'");
     ERR("version 2\nallreduce device 1-inf 0-inf ipc nodes=1\n",
         "x.table:2:34: node shape 'nodes=1' after the algorithm: it comes "
         "between the byte range and the algorithm");
