@@ -75,12 +75,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What a rank tells the others at registration. */
+/* What a rank tells each other rank at registration. */
+#define IPC_NOTICES 32
 typedef struct {
     collar_ipc_handle_t handle;
     char                where[COLLAR_IPC_WHERE_BYTES];
     int                 code;     /* IPC_OK etc. */
-    ipc_closed_t        closed;   /* the generations it has closed */
+    int                 nclosed;
+    uint64_t            serial;   /* the sender's memory's (see "Freeing") */
+    uint64_t            closed[IPC_NOTICES];   /* nclosed: the receiver's
+                                                  memories the sender closed */
 } ipc_card_t;
 
 const char *collar_ipc_fallback_why(collar_alg_t alg, int code)
@@ -111,120 +115,84 @@ const char *collar_ipc_fallback_why(collar_alg_t alg, int code)
 /*
  * Freeing.  CUDA: "Calling cudaFree on an exported memory region before
  * calling cudaIpcCloseMemHandle in the importing context will result in
- * undefined behavior" (cudaIpcOpenMemHandle).  So a rank gives its own
- * memory of a region back only once every peer of its node has closed its
- * mapping of it, which it learns without waiting for anyone:
+ * undefined behavior" (cudaIpcOpenMemHandle).  So a process gives its own
+ * memory of a region back only once every peer that could map it has said
+ * it closed its mapping, which it learns without waiting for anyone:
  *
- *   - every region of a communicator has a generation, counted alike on
- *     every rank (regions are made by the same calls everywhere);
- *   - a rank that drops its last reference on a region closes its
- *     mappings of the peers' memory and notes the generation as closed;
- *     its own memory is retired, not freed;
- *   - every registration card carries what its rank has closed (facts
- *     that stay true, so a card filled early is only out of date); the
- *     open step merges what the peers say, and retired memory that every
- *     peer has closed is freed, there or when it is retired;
- *   - MPI_Comm_free (the attribute's delete callback): this rank drops
- *     the communicator's reference (its mappings of the peers close when
- *     the last operation holding the region ends), and its retired
- *     memory, and what is retired later, waits for MPI_Finalize.  Nothing
- *     waits for another rank there: MPI_Comm_free is local in the MPI
- *     libraries, and valid programs free communicators in different
- *     orders on different ranks, or between point-to-point calls that pair
- *     them, which an agreement inside MPI_Comm_free would hang;
+ *   - every own memory a process exports has a serial, unique in the
+ *     process, and an entry in its list of exports (ipc_exports) with the
+ *     MPI_COMM_WORLD ranks of the peers it was offered to;
+ *   - a process that drops its last reference on a region closes its
+ *     mappings of the peers' memory and posts a notice "closed serial S"
+ *     for each owner (an owner is told even of memory it never opened:
+ *     the notice means "will never map it");
+ *   - the notices ride in the registration cards the process sends next
+ *     to that owner, on any communicator (a card is sent to each peer
+ *     separately, with that peer's notices); the owner crosses the peer
+ *     off the export, and memory whose region has let it go and every
+ *     peer has closed is freed, there or when the region lets it go;
+ *   - MPI_Comm_free (the attribute's delete callback) only drops the
+ *     communicator's reference: nothing waits for another rank there
+ *     (MPI_Comm_free is local in the MPI libraries, and valid programs
+ *     free communicators in different orders on different ranks, or
+ *     between point-to-point calls that pair them, which an agreement
+ *     inside MPI_Comm_free would hang).  A program that makes
+ *     communicators over and over (dup, allreduce, free) frees the memory
+ *     of each at the next one's registration;
  *   - MPI_Finalize (every schedule over, every process there): an MPI_MIN
- *     allreduce on MPI_COMM_WORLD of "closed every mapping"; all 1: what
- *     waited is freed.  A process whose close failed (a broken context)
- *     never notes that generation closed, and makes the agreement fail:
- *     its peers' memory stays allocated until the processes end.
+ *     allreduce on MPI_COMM_WORLD of "closed every mapping"; all 1: every
+ *     memory let go is freed.  A process whose close failed (a broken
+ *     context) never posts that notice, and makes the agreement fail: its
+ *     peers' memory stays allocated until the processes end.
  *
- * A rank that fails leaves its memory allocated, never freed early.
+ * Notices are kept for at most IPC_NOTICES_KEPT owners' memories (the
+ * oldest dropped: that memory then waits for MPI_Finalize), and a card
+ * carries at most IPC_NOTICES of them (the rest go in a later card).  A
+ * rank that fails leaves its memory allocated, never freed early.
  */
-typedef struct ipc_retired {
+#define IPC_NOTICES_KEPT 256
+
+typedef struct ipc_export {
     const collar_device_t *dev;
     void                  *own;
-    uint64_t               gen;
-    struct ipc_retired    *next;
-} ipc_retired_t;
+    uint64_t               serial;
+    int                    n;        /* peers offered it, then: */
+    int                   *world;    /* their world ranks, -1 once closed */
+    int                    let_go;   /* no region of this process holds it */
+    struct ipc_export     *next;
+} ipc_export_t;
 
-/* Retired memory that waits for MPI_Finalize. */
-static pthread_mutex_t ipc_deferred_lock = PTHREAD_MUTEX_INITIALIZER;
+typedef struct {
+    int      owner;    /* MPI_COMM_WORLD rank */
+    uint64_t serial;   /* of the owner's memory */
+} ipc_notice_t;
+
+static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;   /* guards: */
+static ipc_export_t *ipc_exports;
+static uint64_t      ipc_last_serial;
+static ipc_notice_t  ipc_notices[IPC_NOTICES_KEPT];
+static int           ipc_nnotices;
 /* A close of a peer's memory failed in this process (collar_ipc_finalize). */
 static int ipc_close_failed;
-static ipc_retired_t  *ipc_deferred;
 
-static int closed_has(const ipc_closed_t *c, uint64_t gen)
+static int export_closed(const ipc_export_t *e)
 {
-    return gen < c->low || (gen - c->low < 64 && ((c->mask >> (gen - c->low)) & 1));
-}
-
-static void closed_normalize(ipc_closed_t *c)
-{
-    while (c->mask & 1) {
-        c->mask >>= 1;
-        c->low++;
-    }
-}
-
-/* (A generation 64 or more past the oldest one still open is not
- * recorded: its memory then waits for MPI_Comm_free or MPI_Finalize.) */
-static void closed_add(ipc_closed_t *c, uint64_t gen)
-{
-    if (gen >= c->low && gen - c->low < 64) {
-        c->mask |= (uint64_t)1 << (gen - c->low);
-        closed_normalize(c);
-    }
-}
-
-static uint64_t closed_rebase(const ipc_closed_t *c, uint64_t low)
-{
-    return low - c->low >= 64 ? 0 : c->mask >> (low - c->low);
-}
-
-static void closed_merge(ipc_closed_t *c, const ipc_closed_t *r)
-{
-    const uint64_t low = c->low > r->low ? c->low : r->low;
-    c->mask = closed_rebase(c, low) | closed_rebase(r, low);
-    c->low = low;
-    closed_normalize(c);
-}
-
-static void ipc_retired_free(ipc_retired_t *list)
-{
-    while (list != NULL) {
-        ipc_retired_t *e = list;
-        list = e->next;
-        collar_debug(COLL, "ipc: region %llu freed, every peer has closed it",
-                     (unsigned long long)e->gen);
-        e->dev->ipc_free(e->own);
-        free(e);
-    }
-}
-
-static void ipc_defer(ipc_retired_t *list)
-{
-    while (list != NULL) {
-        ipc_retired_t *e = list;
-        list = e->next;
-        pthread_mutex_lock(&ipc_deferred_lock);
-        e->next = ipc_deferred;
-        ipc_deferred = e;
-        pthread_mutex_unlock(&ipc_deferred_lock);
-    }
-}
-
-/* The retired memory every peer has closed, taken off st's list (the
- * caller holds st->lock and frees it afterwards, outside). */
-static ipc_retired_t *ipc_take_closed(ipc_state_t *st)
-{
-    ipc_retired_t *done = NULL;
-    for (ipc_retired_t **p = &st->retired; *p != NULL;) {
-        ipc_retired_t *e = *p;
-        int all = 1;
-        for (int i = 0; i < st->n && all; i++) {
-            all = i == st->rank || closed_has(&st->heard[i], e->gen);
+    for (int i = 0; i < e->n; i++) {
+        if (e->world[i] >= 0) {
+            return 0;
         }
-        if (all) {
+    }
+    return e->let_go;
+}
+
+/* Unlinks the exports let go whose peers have all closed (ipc_lock held);
+ * the caller frees them with exports_free, outside the lock. */
+static ipc_export_t *exports_take_closed(void)
+{
+    ipc_export_t *done = NULL;
+    for (ipc_export_t **p = &ipc_exports; *p != NULL;) {
+        ipc_export_t *e = *p;
+        if (export_closed(e)) {
             *p = e->next;
             e->next = done;
             done = e;
@@ -235,57 +203,147 @@ static ipc_retired_t *ipc_take_closed(ipc_state_t *st)
     return done;
 }
 
-static void ipc_state_unref(ipc_state_t *st)
+static void exports_free(ipc_export_t *list)
 {
-    if (__atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL) != 0) {
-        return;
+    while (list != NULL) {
+        ipc_export_t *e = list;
+        list = e->next;
+        collar_debug(COLL, "ipc: memory %llu freed, every peer has closed it",
+                     (unsigned long long)e->serial);
+        e->dev->ipc_free(e->own);
+        free(e->world);
+        free(e);
     }
-    ipc_defer(st->retired);   /* (no MPI_Comm_free ran): the safe side */
-    pthread_mutex_destroy(&st->lock);
-    free(st->heard);
-    free(st);
 }
 
-/* Peers' memory closed and the own retired (a registration that did not
- * succeed, or the last reference). */
+/* Records the own memory of g, offered to the node's other ranks: its
+ * serial (0 where there is no room to record it: that memory is never
+ * freed, the safe side). */
+static uint64_t export_add(const ipc_region_t *g)
+{
+    ipc_export_t *e = calloc(1, sizeof(*e));
+    int *world = calloc((size_t)g->n, sizeof(int));
+    if (e == NULL || world == NULL) {
+        free(e);
+        free(world);
+        return 0;
+    }
+    for (int i = 0; i < g->n; i++) {
+        world[i] = i == g->rank ? -1 : g->world[i];
+    }
+    *e = (ipc_export_t){ g->dev, g->own, 0, g->n, world, 0, NULL };
+    pthread_mutex_lock(&ipc_lock);
+    e->serial = ++ipc_last_serial;
+    e->next = ipc_exports;
+    ipc_exports = e;
+    pthread_mutex_unlock(&ipc_lock);
+    return e->serial;
+}
+
+/* No region holds memory `serial` any more: freed now if every peer has
+ * closed it, else when the last says so. */
+static void export_let_go(uint64_t serial)
+{
+    pthread_mutex_lock(&ipc_lock);
+    for (ipc_export_t *e = ipc_exports; e != NULL; e = e->next) {
+        if (e->serial == serial) {
+            e->let_go = 1;
+            break;
+        }
+    }
+    ipc_export_t *done = exports_take_closed();
+    pthread_mutex_unlock(&ipc_lock);
+    exports_free(done);
+}
+
+/* Process `world` says it has closed the memories in `serials`. */
+static void exports_heard(int world, const uint64_t *serials, int count)
+{
+    pthread_mutex_lock(&ipc_lock);
+    for (int k = 0; k < count; k++) {
+        for (ipc_export_t *e = ipc_exports; e != NULL; e = e->next) {
+            if (e->serial != serials[k]) {
+                continue;
+            }
+            for (int i = 0; i < e->n; i++) {
+                if (e->world[i] == world) {
+                    e->world[i] = -1;
+                }
+            }
+            break;
+        }
+    }
+    ipc_export_t *done = exports_take_closed();
+    pthread_mutex_unlock(&ipc_lock);
+    exports_free(done);
+}
+
+/* A notice for `owner` (ipc_lock held): the oldest is dropped when full. */
+static void notice_post(int owner, uint64_t serial)
+{
+    if (ipc_nnotices == IPC_NOTICES_KEPT) {
+        memmove(ipc_notices, ipc_notices + 1,
+                (IPC_NOTICES_KEPT - 1) * sizeof(ipc_notices[0]));
+        ipc_nnotices--;
+    }
+    ipc_notices[ipc_nnotices++] = (ipc_notice_t){ owner, serial };
+}
+
+/* Moves up to IPC_NOTICES of `owner`'s notices into a card for it. */
+static void notices_take(int owner, ipc_card_t *card)
+{
+    card->nclosed = 0;
+    pthread_mutex_lock(&ipc_lock);
+    int kept = 0;
+    for (int k = 0; k < ipc_nnotices; k++) {
+        if (ipc_notices[k].owner == owner && card->nclosed < IPC_NOTICES) {
+            card->closed[card->nclosed++] = ipc_notices[k].serial;
+        } else {
+            ipc_notices[kept++] = ipc_notices[k];
+        }
+    }
+    ipc_nnotices = kept;
+    pthread_mutex_unlock(&ipc_lock);
+}
+
+static void ipc_state_unref(ipc_state_t *st)
+{
+    if (__atomic_sub_fetch(&st->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        free(st);
+    }
+}
+
+/* Peers' memory closed (each owner noticed) and the own let go (a
+ * registration that did not succeed, or the last reference). */
 static void ipc_region_release(ipc_region_t *g)
 {
-    int closed = 1;
+    int closed[g->n > 0 ? g->n : 1];
     for (int i = 0; i < g->n; i++) {
+        closed[i] = 1;
         if (i != g->rank && g->peer[i] != NULL
             && g->dev->ipc_close(g->peer[i]) != COLLAR_OK) {
-            closed = 0;
+            /* A mapping may still be open (a broken context cannot close
+             * it): its owner is never told, so it keeps the memory, and
+             * MPI_Finalize frees nothing (collar_ipc_finalize). */
+            closed[i] = 0;
+            __atomic_store_n(&ipc_close_failed, 1, __ATOMIC_RELAXED);
         }
         g->peer[i] = NULL;
     }
-    if (!closed) {
-        /* A mapping may still be open (a broken context cannot close it):
-         * the generation is never said closed, so its owner keeps the
-         * memory, and MPI_Finalize frees nothing (collar_ipc_finalize). */
-        __atomic_store_n(&ipc_close_failed, 1, __ATOMIC_RELAXED);
-    }
-    ipc_state_t *st = g->st;
-    ipc_retired_t *e = NULL, *done = NULL;
-    if (g->own != NULL) {
-        e = malloc(sizeof(*e));
-        if (e != NULL) {   /* else left allocated: nothing to note it in */
-            *e = (ipc_retired_t){ g->dev, g->own, g->gen, NULL };
+    pthread_mutex_lock(&ipc_lock);
+    for (int i = 0; i < g->n; i++) {
+        if (i != g->rank && closed[i] && g->peer_serial[i] != 0) {
+            notice_post(g->world[i], g->peer_serial[i]);
         }
+        g->peer_serial[i] = 0;
+    }
+    pthread_mutex_unlock(&ipc_lock);
+    if (g->own != NULL) {
         g->own = NULL;
+        if (g->serial != 0) {
+            export_let_go(g->serial);
+        }   /* else left allocated: nothing to note it in */
     }
-    pthread_mutex_lock(&st->lock);
-    if (closed) {
-        closed_add(&st->mine, g->gen);
-    }
-    if (e != NULL && st->orphaned) {
-        ipc_defer(e);
-    } else if (e != NULL) {
-        e->next = st->retired;
-        st->retired = e;
-        done = ipc_take_closed(st);
-    }
-    pthread_mutex_unlock(&st->lock);
-    ipc_retired_free(done);
 }
 
 void collar_ipc_region_unref(ipc_region_t *g)
@@ -301,27 +359,14 @@ void collar_ipc_region_unref(ipc_region_t *g)
 }
 
 /* The attribute's delete callback (MPI_Comm_free; MPI_Finalize for the
- * predefined communicators): see "Freeing".  Nothing here waits for
- * another rank: MPI_Comm_free is local in the MPI libraries users run, and
- * valid programs free communicators in different orders on different
- * ranks (a garbage collector, destructors, threads) or between
- * point-to-point calls that pair the ranks.  This rank's mappings of its
- * peers' memory close as the last reference to the region goes; its own
- * retired memory, which a peer may still map, waits for MPI_Finalize,
- * where every process agrees that every mapping is closed
- * (collar_ipc_finalize). */
+ * predefined communicators): drops the communicator's reference, and
+ * waits for no other rank (see "Freeing"). */
 static void ipc_state_freed(void *arg, MPI_Comm comm)
 {
     (void)comm;
     ipc_state_t *st = arg;
     ipc_region_t *g = st->region;
     st->region = NULL;
-    pthread_mutex_lock(&st->lock);
-    st->orphaned = 1;   /* what is retired from now on waits too */
-    ipc_retired_t *list = st->retired;
-    st->retired = NULL;
-    pthread_mutex_unlock(&st->lock);
-    ipc_defer(list);
     collar_ipc_region_unref(g);   /* the communicator's reference */
 }
 
@@ -335,10 +380,6 @@ static void ipc_state_release(void *arg)
 
 void collar_ipc_finalize(int barrier)
 {
-    pthread_mutex_lock(&ipc_deferred_lock);
-    ipc_retired_t *list = ipc_deferred;
-    ipc_deferred = NULL;
-    pthread_mutex_unlock(&ipc_deferred_lock);
     /* Once every process is here, every mapping is closed (every schedule
      * is over), unless a process could not close one: the MIN of "closed
      * all" over MPI_COMM_WORLD.  Not known (the collective fails), or a
@@ -360,15 +401,21 @@ void collar_ipc_finalize(int barrier)
     if (user != MPI_ERRHANDLER_NULL) {
         PMPI_Errhandler_free(&user);
     }
+    ipc_export_t *done = NULL;
+    pthread_mutex_lock(&ipc_lock);
     if (barrier && all == 1) {
-        ipc_retired_free(list);
-    } else {
-        if (barrier) {
-            collar_debug(COLL, "ipc: a process could not close a peer's IPC "
-                         "memory: this rank's stays allocated until it ends");
+        for (ipc_export_t *e = ipc_exports; e != NULL; e = e->next) {
+            for (int i = 0; e->let_go && i < e->n; i++) {
+                e->world[i] = -1;
+            }
         }
-        ipc_defer(list);
+        done = exports_take_closed();
+    } else if (barrier) {
+        collar_debug(COLL, "ipc: a process could not close a peer's IPC "
+                     "memory: this rank's stays allocated until it ends");
     }
+    pthread_mutex_unlock(&ipc_lock);
+    exports_free(done);
 }
 
 /*
@@ -396,13 +443,20 @@ static ipc_region_t *ipc_region_new(const collar_comm_t *comm, ipc_state_t *st,
     if (g == NULL) {
         return NULL;
     }
-    g->peer = calloc((size_t)n, sizeof(*g->peer));
-    g->cards = calloc((size_t)n, sizeof(ipc_card_t));
+    /* peer, then world and peer_serial in the same allocation; the cards
+     * received (n), then those sent (n). */
+    g->peer = calloc((size_t)n, sizeof(*g->peer) + sizeof(int) + sizeof(uint64_t));
+    g->cards = calloc(2 * (size_t)n, sizeof(ipc_card_t));
     if (g->peer == NULL || g->cards == NULL) {
         free(g->peer);
         free(g->cards);
         free(g);
         return NULL;
+    }
+    g->peer_serial = (uint64_t *)(g->peer + n);
+    g->world = (int *)(g->peer_serial + n);
+    for (int i = 0; i < n; i++) {
+        g->world[i] = comm->node_world[i];
     }
     g->refs = 1;   /* the communicator's */
     __atomic_add_fetch(&st->refs, 1, __ATOMIC_RELAXED);
@@ -413,10 +467,6 @@ static ipc_region_t *ipc_region_new(const collar_comm_t *comm, ipc_state_t *st,
     g->cap = cap;
     ipc_card_t *mine = &((ipc_card_t *)g->cards)[g->rank];
     mine->code = IPC_OK;
-    pthread_mutex_lock(&st->lock);
-    g->gen = st->next_gen++;
-    mine->closed = st->mine;
-    pthread_mutex_unlock(&st->lock);
     if (dev->ipc_alloc == NULL) {
         mine->code = IPC_NO_BACKEND;
     } else if (dev->ipc_alloc(2 * cap, (void **)&g->own, &mine->handle) != COLLAR_OK) {
@@ -426,8 +476,17 @@ static ipc_region_t *ipc_region_new(const collar_comm_t *comm, ipc_state_t *st,
     } else {
         dev->ipc_where(g->own, mine->where, sizeof(mine->where));
         mine->where[sizeof(mine->where) - 1] = '\0';
+        g->serial = export_add(g);
+        mine->serial = g->serial;
     }
     g->code_in = mine->code;
+    ipc_card_t *out = (ipc_card_t *)g->cards + n;
+    for (int i = 0; i < n; i++) {
+        if (i != g->rank) {
+            out[i] = *mine;
+            notices_take(g->world[i], &out[i]);
+        }
+    }
     return g;
 }
 
@@ -447,17 +506,16 @@ static collar_status_t ipc_open_step(collar_sched_t *s, void *arg)
         g->code_in = IPC_NO_MAP;   /* a message of the exchange failed */
     }
     if (s->status == COLLAR_OK) {
-        /* What the peers have closed: retired memory may go now. */
-        ipc_state_t *st = g->st;
-        pthread_mutex_lock(&st->lock);
+        /* Each peer's serial, and what it has closed of this process's
+         * memory: let-go memory may be freed now. */
         for (int i = 0; i < g->n; i++) {
             if (i != g->rank) {
-                closed_merge(&st->heard[i], &cards[i].closed);
+                g->peer_serial[i] = cards[i].serial;
+                const int k = cards[i].nclosed;
+                exports_heard(g->world[i], cards[i].closed,
+                              k < 0 ? 0 : k > IPC_NOTICES ? IPC_NOTICES : k);
             }
         }
-        ipc_retired_t *done = ipc_take_closed(st);
-        pthread_mutex_unlock(&st->lock);
-        ipc_retired_free(done);
     }
     for (int i = 0; g->code_in == IPC_OK && i < g->n; i++) {
         if (i == g->rank) {
@@ -503,7 +561,7 @@ static collar_status_t ipc_add_registration(collar_sched_t *s, ipc_op_t *op,
             collar_step_t t = { .kind = pass == 0 ? COLLAR_STEP_IRECV
                                                   : COLLAR_STEP_ISEND,
                                 .once = 1 };
-            t.u.p2p.buf = pass == 0 ? (void *)&cards[i] : (void *)&cards[g->rank];
+            t.u.p2p.buf = pass == 0 ? (void *)&cards[i] : (void *)&cards[g->n + i];
             t.u.p2p.count = (int)sizeof(ipc_card_t);
             t.u.p2p.dt = MPI_BYTE;
             t.u.p2p.peer = comm->node_peers[i];
@@ -633,15 +691,7 @@ static ipc_region_t *ipc_region_for(collar_comm_t *comm, const collar_call_t *ca
         if (st == NULL) {
             return NULL;
         }
-        st->heard = calloc((size_t)comm->node_size, sizeof(*st->heard));
-        if (st->heard == NULL) {
-            free(st);
-            return NULL;
-        }
         st->refs = 1;   /* the communicator's */
-        st->n = comm->node_size;
-        st->rank = comm->node_rank;
-        pthread_mutex_init(&st->lock, NULL);
         comm->ipc = st;
         comm->ipc_release = ipc_state_release;
         comm->ipc_freed = ipc_state_freed;

@@ -13,25 +13,22 @@
 /* Registrations allocate at least this much (each area). */
 #define IPC_MIN_CAP ((size_t)64 << 10)
 
-/* Generations of a communicator's IPC regions whose peers' memory a rank
- * has closed for good: every generation below `low`, and low + i for bit
- * i of `mask` (bit 0 is always clear). */
-typedef struct {
-    uint64_t low, mask;
-} ipc_closed_t;
-
 struct ipc_state;
 
 /* One rank's view of its node's IPC region. */
 typedef struct {
     int                    refs;     /* atomic: the communicator's + schedules' */
     struct ipc_state      *st;       /* its communicator's (a reference) */
-    uint64_t               gen;      /* its generation there, alike on every rank */
+    uint64_t               serial;   /* the own memory's in this process
+                                        (ipc.c, "Freeing"); 0: none */
     const collar_device_t *dev;
     int                    n, rank;  /* of the node */
     size_t                 cap;      /* bytes of each area (in, out) */
     char                  *own;      /* 2 * cap: in, then out */
     char                 **peer;     /* peer[i]: node rank i's region here */
+    int                   *world;    /* n: node rank i's MPI_COMM_WORLD rank */
+    uint64_t              *peer_serial; /* n: node rank i's serial of its
+                                        memory (from its card; 0: unknown) */
     /* Registration (ipc.c): done (atomic) once the outcome is known, the
      * same on every rank of the communicator: code (IPC_OK, or why not;
      * the memory is given back then).  code_in/code_out are the
@@ -43,20 +40,11 @@ typedef struct {
 } ipc_region_t;
 
 /* comm->ipc: the latest region registered (or registering, or failed),
- * the one calls up to its size use, and what lets a rank free its own
- * memory of older regions only once every peer has closed it (ipc.c,
- * "Freeing"). */
+ * the one calls up to its size use. */
 typedef struct ipc_state {
     ipc_region_t         *region;
     int                   refs;      /* atomic: the communicator's, each
                                         region's */
-    int                   n, rank;   /* of the node */
-    pthread_mutex_t       lock;      /* what follows */
-    uint64_t              next_gen;  /* regions made so far */
-    ipc_closed_t          mine;      /* what this rank has closed */
-    ipc_closed_t         *heard;     /* n: what each peer said it closed */
-    struct ipc_retired   *retired;   /* own memory whose peers may map it */
-    int                   orphaned;  /* retired memory waits for MPI_Finalize */
 } ipc_state_t;
 
 /* The outcome of a registration (MPI_MIN of every rank's code). */

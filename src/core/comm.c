@@ -486,7 +486,7 @@ static void comm_find_node(collar_comm_t *c, MPI_Comm comm)
     if (world != MPI_GROUP_NULL) {
         PMPI_Group_free(&world);
     }
-    int *peers = ok ? malloc((size_t)n * sizeof(int)) : NULL;
+    int *peers = ok ? malloc(2 * (size_t)n * sizeof(int)) : NULL;
     if (peers == NULL) {
         free(ranks);
         free(keys);
@@ -500,11 +500,13 @@ static void comm_find_node(collar_comm_t *c, MPI_Comm comm)
             if (i == c->rank) {
                 c->node_rank = m;
             }
+            peers[n + m] = wranks[i];
             peers[m++] = i;
         }
     }
     c->node_size = m;
     c->node_peers = peers;
+    c->node_world = peers + n;
     c->one_node = m == n;
     /* The smallest node: runs of equal keys. */
     qsort(keys, (size_t)n, sizeof(*keys), cmp_key);

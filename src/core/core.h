@@ -257,6 +257,8 @@ typedef struct collar_comm {
     int     *node_peers;   /* node_size ranks (in this communicator) of the
                               node, in node rank order; node_peers[node_rank]
                               is this rank */
+    int     *node_world;   /* the same processes' ranks in MPI_COMM_WORLD
+                              (in node_peers' allocation) */
     int      one_node;     /* every rank of the communicator is on one node */
     int      nnodes;       /* nodes the communicator spans (node_known) */
     int      ppn_min;      /* the fewest and most ranks on one of them */
