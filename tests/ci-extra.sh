@@ -269,7 +269,7 @@ if wanted cudaemu-programs; then
         || { tail -40 build-mpich-cuda/config.log; false; }
     { make -C build-mpich-cuda/src -j"$jobs" &&
       make -C build-mpich-cuda/tests -j"$jobs" cudaemu mpi/test_colls mpi/test_persist mpi/test_mix \
-          mpi/test_nbstart gpu/test_device; } \
+          mpi/test_nbstart mpi/test_iallreduce mpi/test_half gpu/test_device; } \
         >build-mpich-cuda/make.out 2>&1 || { tail -60 build-mpich-cuda/make.out; false; }
     TEST_CUDAEMU_FULL=1 TEST_CUDAEMU_PARTS="forms mix persist" \
         make -C build-mpich-cuda/tests check TESTS="$emu_tests mpi/nccl.test" check_PROGRAMS= check_LTLIBRARIES= \

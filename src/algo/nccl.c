@@ -327,7 +327,11 @@ static void nccl_make(collar_comm_t *c)
         PMPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 0, side, MPI_STATUS_IGNORE);
     }
     if (reqs != NULL) {
-        PMPI_Waitall(c->size, reqs, MPI_STATUSES_IGNORE);
+        for (int k = 0; k < c->size; k++) {   /* (not MPI_Waitall with
+                                                  MPI_STATUSES_IGNORE: gcc
+                                                  warns about MPICH's) */
+            PMPI_Wait(&reqs[k], MPI_STATUS_IGNORE);
+        }
         free(reqs);
     }
     PMPI_Comm_free(&side);
