@@ -200,11 +200,11 @@ static void test_errors(void)
 
     /* Options. */
     ERR("version 1\nallreduce device 2-8 64K-16M chunked x=y\n",
-        "x.table:2:38: unknown option 'x=y': expected chunk=SIZE or oneshot=SIZE");
+        "x.table:2:38: unknown option 'x=y': expected chunk=SIZE, oneshot=SIZE or gdrcopy=SIZE");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked chunk\n",
-        "x.table:2:38: unknown option 'chunk': expected chunk=SIZE or oneshot=SIZE");
+        "x.table:2:38: unknown option 'chunk': expected chunk=SIZE, oneshot=SIZE or gdrcopy=SIZE");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked Chunk=1M\n",
-        "x.table:2:38: unknown option 'Chunk=1M': expected chunk=SIZE or oneshot=SIZE");
+        "x.table:2:38: unknown option 'Chunk=1M': expected chunk=SIZE, oneshot=SIZE or gdrcopy=SIZE");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked chunk=1M chunk=2M\n",
         "x.table:2:47: option 'chunk' is given twice");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked chunk=0\n",
