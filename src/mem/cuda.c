@@ -656,8 +656,8 @@ static unsigned long long cu_id_now(const void *ptr)
  */
 static collar_status_t cu_copy_now(void *dst, const void *src, size_t bytes)
 {
-    if (bytes == 0 || collar_cfg.gdrcopy == COLLAR_GDRCOPY_OFF) {
-        return COLLAR_ERR_UNAVAILABLE;
+    if (bytes == 0 || !collar_gdr_available(NULL)) {
+        return COLLAR_ERR_UNAVAILABLE;   /* before any pointer query */
     }
     collar_ptr_info_t di, si;
     COLLAR_CHECK(cu_info(dst, &di));
@@ -667,7 +667,7 @@ static collar_status_t cu_copy_now(void *dst, const void *src, size_t bytes)
         return COLLAR_ERR_UNAVAILABLE;
     }
     const collar_ptr_info_t *a = to_dev ? &di : &si;
-    if (!collar_gdr_available(NULL) || a->buffer_id == 0) {
+    if (a->buffer_id == 0) {
         return COLLAR_ERR_UNAVAILABLE;
     }
     if (collar_cfg.sync == COLLAR_SYNC_STREAM) {

@@ -83,7 +83,8 @@ typedef struct {
 
 static struct {
     pthread_mutex_t lock;
-    int             state;      /* 0 not tried, 1 in use, -1 not in use */
+    int             state;      /* 0 not tried, 1 in use, -1 not in use;
+                                   atomic: read without the lock */
     char            why[200];   /* state -1 */
     void           *lib;
     gdr_t           g;
@@ -113,7 +114,7 @@ static void gdr_off(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(gd.why, sizeof(gd.why), fmt, ap);
     va_end(ap);
-    gd.state = -1;
+    __atomic_store_n(&gd.state, -1, __ATOMIC_RELEASE);   /* after why */
     if (collar_cfg.gdrcopy == COLLAR_GDRCOPY_ON) {
         collar_warn(MEM, "gdrcopy: not in use (%s); small device copies go "
                     "through the copy engine", gd.why);
@@ -167,12 +168,21 @@ static void gdr_load(void)
                 "accessible");
         return;
     }
-    gd.state = 1;
+    __atomic_store_n(&gd.state, 1, __ATOMIC_RELEASE);
     collar_debug(MEM, "gdrcopy: in use (%s)", name);
 }
 
 int collar_gdr_available(const char **why)
 {
+    /* Decided: no lock (every small copy asks, and most machines have no
+     * GDRCopy). */
+    const int known = __atomic_load_n(&gd.state, __ATOMIC_ACQUIRE);
+    if (known != 0) {
+        if (why != NULL) {
+            *why = known > 0 ? NULL : gd.why;
+        }
+        return known > 0;
+    }
     pthread_mutex_lock(&gd.lock);
     if (gd.state == 0) {
         gdr_load();
@@ -341,7 +351,8 @@ void collar_gdr_finalize(void)
     }
     gd.n = 0;
     gd.pinned = 0;
-    gd.state = 0;   /* a later start loads again (the library stays) */
+    __atomic_store_n(&gd.state, 0, __ATOMIC_RELEASE);   /* a later start
+                                                           loads again */
     gd.copies_to = gd.copies_from = gd.pins = gd.unpins = 0;
     pthread_mutex_unlock(&gd.lock);
 }
