@@ -42,6 +42,7 @@
  * again.  One lock over the table and the copies (they are small).
  */
 #include "config.h"
+#include "gdrapi_abi.h"
 #include "gdrcopy.h"
 
 #include <dlfcn.h>
@@ -50,21 +51,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* GDRCopy's ABI (gdrapi.h of GDRCopy 2.x). */
-typedef struct gdr *gdr_t;
-typedef struct { unsigned long h; } gdr_mh_t;
-typedef struct {
-    uint64_t va;
-    uint64_t mapped_size;
-    uint32_t page_size;
-    uint64_t tm_cycles;
-    uint32_t cycles_per_ms;
-    unsigned mapped : 1;
-    unsigned wc_mapping : 1;
-    int      mapping_type;   /* gdr_info_v2 only; v1 stops before it */
-} gdr_info_t;
-
-#define GDR_PAGE       ((uintptr_t)1 << 16)   /* GPU_PAGE_SIZE */
+#define GDR_PAGE       GDR_GPU_PAGE
 #define GDR_MAPS       64
 #define GDR_PINNED_MAX ((size_t)1 << 30)
 
@@ -88,16 +75,16 @@ static struct {
     char            why[200];   /* state -1 */
     void           *lib;
     gdr_t           g;
-    gdr_t         (*open)(void);
-    int           (*close)(gdr_t g);
-    int           (*pin)(gdr_t g, unsigned long addr, size_t size,
-                         uint64_t token, uint32_t va_space, gdr_mh_t *mh);
-    int           (*unpin)(gdr_t g, gdr_mh_t mh);
-    int           (*info)(gdr_t g, gdr_mh_t mh, gdr_info_t *info);
-    int           (*map)(gdr_t g, gdr_mh_t mh, void **va, size_t size);
-    int           (*unmap)(gdr_t g, gdr_mh_t mh, void *va, size_t size);
-    int           (*to)(gdr_mh_t mh, void *map_ptr, const void *h, size_t n);
-    int           (*from)(gdr_mh_t mh, void *h, const void *map_ptr, size_t n);
+    /* The entry points, from dlsym (gdrapi_abi.h's prototypes). */
+    __typeof__(gdr_open)              *open;
+    __typeof__(gdr_close)             *close;
+    __typeof__(gdr_pin_buffer)        *pin;
+    __typeof__(gdr_unpin_buffer)      *unpin;
+    __typeof__(gdr_get_info_v2)       *info;
+    __typeof__(gdr_map)               *map;
+    __typeof__(gdr_unmap)             *unmap;
+    __typeof__(gdr_copy_to_mapping)   *to;
+    __typeof__(gdr_copy_from_mapping) *from;
     gdr_map_t       m[GDR_MAPS];
     int             n;
     size_t          pinned;

@@ -14,9 +14,8 @@
  * the allocation does not cover are mapped PROT_NONE: touching them
  * faults.
  *
- * The documented rules it enforces; breaking one prints
- *   gdrapi_stub: RULE <rule>: <what> (<source>)
- * and aborts:
+ * The documented rules it enforces; breaking one is the emulation's
+ * cudaemu_rule (cudaemu: RULE <rule>: <what> (<source>), then abort):
  *   map-unaligned      gdr_map of a pin whose address is not aligned to
  *                      the GPU page (64 KiB): README, "Restrictions":
  *                      "gdr_map() requires that the pinned address is
@@ -64,26 +63,18 @@
 #include <unistd.h>
 
 #include "cudaemu_int.h"
+/* GDRCopy's ABI as collar declares it: the definitions below must match. */
+#pragma GCC visibility push(default)
+#include "../../src/mem/gdrapi_abi.h"
+#pragma GCC visibility pop
 
 #define EXPORT __attribute__((visibility("default")))
-#define GPU_PAGE ((uintptr_t)1 << 16)
+#define GPU_PAGE GDR_GPU_PAGE
 #define HOST_PAGE ((uintptr_t)4096)
 #define MAX_HANDLES 4096
+#define SOURCE "GDRCopy, gdrapi.h and README"
 
-/* GDRCopy's ABI (gdrapi.h of GDRCopy 2.x). */
 struct gdr { int open; };
-typedef struct gdr *gdr_t;
-typedef struct { unsigned long h; } gdr_mh_t;
-typedef struct {
-    uint64_t va;
-    uint64_t mapped_size;
-    uint32_t page_size;
-    uint64_t tm_cycles;
-    uint32_t cycles_per_ms;
-    unsigned mapped : 1;
-    unsigned wc_mapping : 1;
-    int      mapping_type;   /* GDR_MAPPING_TYPE_WC = 1 */
-} gdr_info_t;
 
 enum { H_FREE, H_PINNED, H_UNPINNED };
 
@@ -108,30 +99,17 @@ static struct {
     size_t largest_to, largest_from;
 } count;
 
-__attribute__((noreturn, format(printf, 2, 3)))
-static void rule(const char *name, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "gdrapi_stub: RULE %s: %s (GDRCopy, gdrapi.h and README)\n",
-            name, msg);
-    abort();
-}
-
 /* The handle mh names, pinned; a released one breaks use-after-unpin. */
 static handle_t *handle(gdr_mh_t mh, const char *api)
 {
     if (mh.h == 0 || mh.h > (unsigned long)nhandles) {
-        rule("use-after-unpin", "%s with a handle gdr_pin_buffer never "
-             "returned (%lu)", api, mh.h);
+        cudaemu_rule("use-after-unpin", SOURCE, "%s with a handle "
+                     "gdr_pin_buffer never returned (%lu)", api, mh.h);
     }
     handle_t *h = &handles[mh.h - 1];
     if (h->state != H_PINNED) {
-        rule("use-after-unpin", "%s with handle %lu, released by "
-             "gdr_unpin_buffer", api, mh.h);
+        cudaemu_rule("use-after-unpin", SOURCE, "%s with handle %lu, released "
+                     "by gdr_unpin_buffer", api, mh.h);
     }
     return h;
 }
@@ -274,14 +252,17 @@ EXPORT int gdr_map(gdr_t g, gdr_mh_t mh, void **va, size_t size)
     pthread_mutex_lock(&lock);
     handle_t *h = handle(mh, "gdr_map");
     if (h->addr & (GPU_PAGE - 1)) {
-        rule("map-unaligned", "gdr_map of a buffer pinned at %#lx, not aligned "
-             "to the 64 KiB GPU page", (unsigned long)h->addr);
+        cudaemu_rule("map-unaligned", SOURCE, "gdr_map of a buffer pinned at "
+                     "%#lx, not aligned to the 64 KiB GPU page",
+                     (unsigned long)h->addr);
     }
     if (h->map != NULL) {
-        rule("map-twice", "gdr_map of handle %lu, mapped already", mh.h);
+        cudaemu_rule("map-twice", SOURCE, "gdr_map of handle %lu, mapped "
+                     "already", mh.h);
     }
     if (size == 0 || size > h->mapped) {
-        rule("map-size", "gdr_map of %zu bytes; %zu are pinned", size, h->mapped);
+        cudaemu_rule("map-size", SOURCE, "gdr_map of %zu bytes; %zu are "
+                     "pinned", size, h->mapped);
     }
     /* The GPU pages, PROT_NONE; the allocation's bytes mapped into them at
      * their offset (the emulation's allocations are host-page aligned). */
@@ -312,11 +293,12 @@ EXPORT int gdr_unmap(gdr_t g, gdr_mh_t mh, void *va, size_t size)
     pthread_mutex_lock(&lock);
     handle_t *h = handle(mh, "gdr_unmap");
     if (h->map == NULL || va != h->map) {
-        rule("map-size", "gdr_unmap of %p; gdr_map returned %p", va,
-             (void *)h->map);
+        cudaemu_rule("map-size", SOURCE, "gdr_unmap of %p; gdr_map returned "
+                     "%p", va, (void *)h->map);
     }
     if (size == 0 || size > h->mapped) {
-        rule("map-size", "gdr_unmap of %zu bytes; %zu are mapped", size, h->mapped);
+        cudaemu_rule("map-size", SOURCE, "gdr_unmap of %zu bytes; %zu are "
+                     "mapped", size, h->mapped);
     }
     munmap(h->map, h->mapped);
     h->map = NULL;
@@ -328,11 +310,23 @@ EXPORT int gdr_unmap(gdr_t g, gdr_mh_t mh, void *va, size_t size)
 static void unpin(handle_t *h, unsigned long n)
 {
     if (h->map != NULL) {
-        rule("unmap-first", "gdr_unpin_buffer of handle %lu, still mapped "
-             "(gdr_unmap first)", n);
+        cudaemu_rule("unmap-first", SOURCE, "gdr_unpin_buffer of handle %lu, "
+                     "still mapped (gdr_unmap first)", n);
     }
     h->state = H_UNPINNED;
     count.unpins++;
+}
+
+/* 1 when h's allocation is gone: no allocation at its base, or another
+ * (the driver's free callback has run: gdr_get_callback_flag). */
+static int freed(const handle_t *h)
+{
+    uintptr_t base;
+    size_t size;
+    unsigned long long id;
+    int device;
+    return !device_alloc(h->base, &base, &size, &id, &device) || id != h->id
+           || base != h->base;
 }
 
 /* Also after the allocation was freed: the free callback has released the
@@ -350,12 +344,7 @@ EXPORT int gdr_get_callback_flag(gdr_t g, gdr_mh_t mh, int *flag)
 {
     (void)g;
     pthread_mutex_lock(&lock);
-    handle_t *h = handle(mh, "gdr_get_callback_flag");
-    uintptr_t base;
-    size_t size;
-    unsigned long long id;
-    int device;
-    *flag = !device_alloc(h->base, &base, &size, &id, &device) || id != h->id;
+    *flag = freed(handle(mh, "gdr_get_callback_flag"));
     pthread_mutex_unlock(&lock);
     return 0;
 }
@@ -365,27 +354,21 @@ static void check_copy(gdr_mh_t mh, const void *p, size_t n, const char *api)
 {
     handle_t *h = handle(mh, api);
     if (h->map == NULL) {
-        rule("copy-range", "%s through handle %lu, not mapped", api, mh.h);
+        cudaemu_rule("copy-range", SOURCE, "%s through handle %lu, not "
+                     "mapped", api, mh.h);
     }
     const uintptr_t a = (uintptr_t)p, m = (uintptr_t)h->map;
     const uintptr_t b0 = m + (h->base - h->va);
     if (a < b0 || n > h->alloc || a - b0 > h->alloc - n) {
-        rule("copy-range", "%s of %zu bytes at %p: the allocation's bytes are "
-             "%p .. %p of the mapping at %p (device address p is at "
-             "map + (p - info.va))", api, n, p, (void *)b0,
-             (void *)(b0 + h->alloc), h->map);
+        cudaemu_rule("copy-range", SOURCE, "%s of %zu bytes at %p: the "
+                     "allocation's bytes are %p .. %p of the mapping at %p "
+                     "(device address p is at map + (p - info.va))", api, n,
+                     p, (void *)b0, (void *)(b0 + h->alloc), (void *)h->map);
     }
-    int flag = 0;
-    uintptr_t base;
-    size_t size;
-    unsigned long long id;
-    int device;
-    flag = !device_alloc(h->base, &base, &size, &id, &device) || id != h->id
-           || base != h->base;
-    if (flag) {
-        rule("copy-freed", "%s through the mapping of the allocation at %#lx "
-             "(buffer id %llu), freed since it was pinned", api,
-             (unsigned long)h->base, h->id);
+    if (freed(h)) {
+        cudaemu_rule("copy-freed", SOURCE, "%s through the mapping of the "
+                     "allocation at %#lx (buffer id %llu), freed since it was "
+                     "pinned", api, (unsigned long)h->base, h->id);
     }
 }
 
