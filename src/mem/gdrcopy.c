@@ -28,17 +28,23 @@
  *                     pre-launched GPU work is not guaranteed"): none may
  *                     touch a receive buffer during the collective (MPI).
  *                     A read sees what device work wrote once that work
- *                     is complete: the backend orders first (cuda.c).
+ *                     is complete: the backend orders first (cuda.c); a
+ *                     synchronous cudaMemcpy from pageable memory that
+ *                     returned before its DMA (what
+ *                     CU_POINTER_ATTRIBUTE_SYNC_MEMOPS would prevent,
+ *                     which collar does not set on the application's
+ *                     memory) is covered by the same wait.
  *
  * Mappings: at most GDR_MAPS, and GDR_PINNED_MAX bytes pinned in all
  * (BAR1 space is finite); the least recently used goes first.  Each is
  * keyed by its allocation's base and buffer id (the pointer cache's
- * answer, which checks the buffer id at every hit): an allocation freed
- * and another made at the same address has another id, and its old
- * mapping is unpinned and the new one pinned.  A mapping whose allocation
- * is gone but never seen again is found when the next one is pinned
- * (every mapping's base is asked for its buffer id then).  A pin the
- * driver refuses is remembered, so that the allocation is not asked
+ * answer, which checks the buffer id at every hit; the GPUDirect RDMA
+ * guide's "buffer ID tag check" of a registration cache): an
+ * allocation freed and another made at the same address has another id,
+ * and its old mapping is unpinned and the new one pinned.  A mapping whose
+ * allocation is gone but never seen again is found when the next one is
+ * pinned (every mapping's base is asked for its buffer id then).  A pin
+ * the driver refuses is remembered, so that the allocation is not asked
  * again.  One lock over the table and the copies (they are small).
  */
 #include "config.h"
