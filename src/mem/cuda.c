@@ -667,7 +667,14 @@ static collar_status_t cu_copy_now(void *dst, const void *src, size_t bytes)
         return COLLAR_ERR_UNAVAILABLE;
     }
     const collar_ptr_info_t *a = to_dev ? &di : &si;
-    if (a->buffer_id == 0) {
+    void *dev = to_dev ? dst : (void *)src;
+    /* Under COLLAR_PTR_CACHE=trust a hit is not checked: an allocation
+     * freed and made again at the same address would be copied through
+     * the old one's mapping, which the driver has torn down (a fault, not
+     * a stale byte).  The copy engine does not care; the mapping does. */
+    if (a->buffer_id == 0
+        || (collar_cfg.ptr_cache == COLLAR_PTR_CACHE_TRUST
+            && cu_buffer_id(NULL, dev) != a->buffer_id)) {
         return COLLAR_ERR_UNAVAILABLE;
     }
     if (collar_cfg.sync == COLLAR_SYNC_STREAM) {
@@ -680,8 +687,8 @@ static collar_status_t cu_copy_now(void *dst, const void *src, size_t bytes)
             return COLLAR_ERR_DEVICE;
         }
     }
-    return collar_gdr_copy(a, to_dev ? dst : (void *)src,
-                           to_dev ? (void *)src : dst, bytes, to_dev, cu_id_now);
+    return collar_gdr_copy(a, dev, to_dev ? (void *)src : dst, bytes, to_dev,
+                           cu_id_now);
 }
 
 /* Streams of their own for another library's work (ncclAllReduce), on the
