@@ -735,7 +735,9 @@ typedef struct {
     int                deps[COLLAR_STEP_MAX_DEPS];
     union {
         /* cpu: the backend may do it by the CPU at issue (copy_now). */
-        struct { void *dst; const void *src; size_t bytes; int stream; int cpu; } copy;
+        struct {
+            void *dst; const void *src; size_t bytes; int stream; int cpu;
+        } copy;
         struct {
             void *inout; const void *in; size_t count;
             collar_dtype_t dt; collar_op_t op; int stream;
