@@ -105,6 +105,9 @@ collar_status_t collar_algo_ipc_build(const collar_call_t *call,
                                       collar_sched_t *sched);
 /* The one-shot threshold in force for the plan. */
 size_t collar_algo_ipc_oneshot(const collar_plan_t *plan);
+/* The largest copy staged and chunked let the backend do by the CPU
+ * (gdrcopy=; 0: none). */
+size_t collar_algo_gdrcopy_limit(const collar_plan_t *plan);
 /* Can ipc run this call, as far as the call shows?  A device call (any mix
  * of buffers), a predefined op and type the device reduces, laid out
  * densely. */

@@ -34,6 +34,10 @@
  * not overwrite the gaps of the receive buffer, so then the receive buffer's
  * span is copied in as well and the host allreduce runs from a separate send
  * slot into it: gaps go out and come back unchanged.
+ *
+ * A copy of at most gdrcopy= bytes (default COLLAR_GDRCOPY_DEFAULT) may be
+ * done by the CPU at issue (dev->copy_now: GDRCopy on the cuda backend)
+ * instead of on a stream; the dependencies are the same either way.
  */
 #include "config.h"
 #include "algo.h"
@@ -52,9 +56,11 @@ static void chunk_span(const collar_call_t *call, MPI_Count nchunks, MPI_Count e
     *len = (size_t)((MPI_Aint)(e1 - e0 - 1) * call->extent + call->true_extent);
 }
 
+/* A copy of `bytes` that the backend may do by the CPU when it is at most
+ * `cpu_max` bytes (gdrcopy=). */
 static collar_status_t add_copy(collar_sched_t *s, void *dst, const void *src,
                                 size_t bytes, int stream, int dep1, int dep2,
-                                int *index)
+                                size_t cpu_max, int *index)
 {
     collar_step_t t = { .kind = COLLAR_STEP_COPY, .ndeps = 1, .deps = { dep1 } };
     if (dep2 >= 0) {
@@ -64,6 +70,7 @@ static collar_status_t add_copy(collar_sched_t *s, void *dst, const void *src,
     t.u.copy.src = src;
     t.u.copy.bytes = bytes;
     t.u.copy.stream = stream;
+    t.u.copy.cpu = bytes <= cpu_max;
     return collar_sched_add(s, &t, index);
 }
 
@@ -101,7 +108,7 @@ static collar_status_t add_allreduce(collar_sched_t *s, const collar_call_t *cal
 }
 
 static collar_status_t pipeline_build(const collar_call_t *call, MPI_Count per,
-                                      collar_sched_t *s)
+                                      size_t cpu_max, collar_sched_t *s)
 {
     const MPI_Count nchunks = (call->count - 1) / per + 1;  /* count >= 1 */
     const int nslots = nchunks < COLLAR_PIPELINE_SLOTS ? (int)nchunks
@@ -163,13 +170,13 @@ static collar_status_t pipeline_build(const collar_call_t *call, MPI_Count per,
         if (gaps) {
             char *hs = slots_send + (size_t)k * slot_len;
             COLLAR_CHECK(add_copy(s, hs, send + off, len, in_stream, order,
-                                  send_free[k], &in_send));
+                                  send_free[k], cpu_max, &in_send));
             COLLAR_CHECK(add_copy(s, hr, recv + off, len, in_stream, order,
-                                  recv_free[k], &in_recv));
+                                  recv_free[k], cpu_max, &in_recv));
             host_send = hs - (off - (MPI_Aint)e0 * call->extent);
         } else {
             COLLAR_CHECK(add_copy(s, hr, send + off, len, in_stream, order,
-                                  recv_free[k], &in_recv));
+                                  recv_free[k], cpu_max, &in_recv));
         }
 
         COLLAR_CHECK(add_allreduce(s, call, host_send, hr_base,
@@ -181,7 +188,7 @@ static collar_status_t pipeline_build(const collar_call_t *call, MPI_Count per,
         send_free[k] = ar;
 
         COLLAR_CHECK(add_copy(s, recv + off, hr, len, out_stream, ar, -1,
-                              &recv_free[k]));
+                              cpu_max, &recv_free[k]));
     }
     /* Every rank learns whether any rank's contribution failed: issued
      * right after the last chunk's allreduce, when every copy-in is done,
@@ -190,12 +197,19 @@ static collar_status_t pipeline_build(const collar_call_t *call, MPI_Count per,
     return fold ? COLLAR_OK : collar_sched_add_agree(s, 0);
 }
 
+size_t collar_algo_gdrcopy_limit(const collar_plan_t *plan)
+{
+    if (plan->gdrcopy == COLLAR_GDRCOPY_NEVER) {
+        return 0;
+    }
+    return plan->gdrcopy != 0 ? plan->gdrcopy : COLLAR_GDRCOPY_DEFAULT;
+}
+
 collar_status_t collar_algo_staged_build(const collar_call_t *call,
                                          const collar_plan_t *plan,
                                          collar_sched_t *s)
 {
-    (void)plan;
-    return pipeline_build(call, call->count, s);
+    return pipeline_build(call, call->count, collar_algo_gdrcopy_limit(plan), s);
 }
 
 collar_status_t collar_algo_chunked_build(const collar_call_t *call,
@@ -203,7 +217,8 @@ collar_status_t collar_algo_chunked_build(const collar_call_t *call,
                                           collar_sched_t *s)
 {
     if (!collar_call_chunkable(call) || call->type_size == 0) {
-        return pipeline_build(call, call->count, s);  /* see collar_algo_eligible */
+        return pipeline_build(call, call->count, collar_algo_gdrcopy_limit(plan),
+                              s);  /* see collar_algo_eligible */
     }
     size_t chunk = plan->chunk != 0 ? plan->chunk : COLLAR_DEFAULT_CHUNK;
     size_t per = chunk / (size_t)call->type_size;
@@ -216,5 +231,5 @@ collar_status_t collar_algo_chunked_build(const collar_call_t *call,
     if ((MPI_Count)per > call->count) {
         per = (size_t)call->count;
     }
-    return pipeline_build(call, (MPI_Count)per, s);
+    return pipeline_build(call, (MPI_Count)per, collar_algo_gdrcopy_limit(plan), s);
 }

@@ -62,6 +62,10 @@ static const char *const sync_modes[] = {
 static const char *const ptr_cache_modes[] = {
     "0", "1", "trust", NULL
 };
+/* Indexed by collar_gdrcopy_mode_t. */
+static const char *const gdrcopy_modes[] = {
+    "auto", "1", "0", NULL
+};
 /* Indexed by collar_progress_mode_t. */
 static const char *const progress_modes[] = {
     "auto", "thread", "wait", NULL
@@ -162,6 +166,16 @@ static const cfg_row_t table[] = {
       "The NCCL library the nccl algorithm loads (empty: libnccl.so.2, "
       "found as the dynamic loader finds libraries).",
       FIELD(nccl_library), NULL, 0, 0 },
+    { "COLLAR_GDRCOPY", CFG_ENUM, "auto",
+      "Copy small device buffers (up to a staged rule's gdrcopy=, default "
+      "8K) by the CPU through a GDRCopy mapping: auto (where libgdrapi.so.2 "
+      "loads and its driver opens), 1 (the same, with a warning where it "
+      "cannot), 0 (never).",
+      FIELD(gdrcopy), gdrcopy_modes, 0, 0 },
+    { "COLLAR_GDRCOPY_LIBRARY", CFG_STRING, "",
+      "The GDRCopy library COLLAR_GDRCOPY loads (empty: libgdrapi.so.2, "
+      "found as the dynamic loader finds libraries).",
+      FIELD(gdrcopy_library), NULL, 0, 0 },
     { "COLLAR_CHUNK_SIZE", CFG_SIZE, "0",
       "Chunk size of chunked algorithms, overriding the rule's chunk= (0: the "
       "rule's, else 1M); at most 1G, as in tuning tables.",

@@ -111,6 +111,19 @@ typedef enum {
     COLLAR_PTR_CACHE_TRUST   /* hits not checked */
 } collar_ptr_cache_t;
 
+/* COLLAR_GDRCOPY: small device copies by the CPU through GDRCopy. */
+typedef enum {
+    COLLAR_GDRCOPY_AUTO,     /* where libgdrapi loads and gdr_open works */
+    COLLAR_GDRCOPY_ON,       /* the same, and a warning where it does not */
+    COLLAR_GDRCOPY_OFF
+} collar_gdrcopy_mode_t;
+
+/* The gdrcopy= limit of a rule or plan (staged, chunked): 0 when absent
+ * (COLLAR_GDRCOPY_DEFAULT applies), COLLAR_GDRCOPY_NEVER for gdrcopy=0.
+ * The default is MVAPICH2-GDR's published crossover (MV2_GDRCOPY_LIMIT). */
+#define COLLAR_GDRCOPY_DEFAULT ((size_t)8192)
+#define COLLAR_GDRCOPY_NEVER   ((size_t)-1)
+
 /* Allreduce algorithms.  AUTO means "let the rules decide". */
 typedef enum {
     COLLAR_ALG_AUTO,
@@ -154,6 +167,8 @@ typedef struct {
     char                *tuning_file;
     char                *tuning_dir;
     char                *nccl_library;   /* COLLAR_NCCL_LIBRARY */
+    int                  gdrcopy;        /* collar_gdrcopy_mode_t */
+    char                *gdrcopy_library; /* COLLAR_GDRCOPY_LIBRARY */
     size_t               chunk_size;
     int                  mpi_cuda_aware; /* 0 auto, 1 yes, 2 no */
     int                  check;          /* COLLAR_CHECK: verify agreement */
@@ -406,6 +421,7 @@ typedef struct {
     collar_alg_t                alg;
     size_t                      chunk;    /* 0: algorithm default */
     size_t                      oneshot;  /* ipc: one-shot below; 0: default */
+    size_t                      gdrcopy;  /* gdrcopy= (COLLAR_GDRCOPY_DEFAULT) */
     const char                 *reason;   /* "forced by COLLAR_ALGORITHM", ... */
     const struct collar_rule_s *rule;     /* the rule that matched, if any */
     const char                 *source;   /* and where it comes from */
@@ -450,6 +466,8 @@ typedef struct collar_rule_s {
     collar_alg_t  alg;
     size_t        chunk;       /* chunk=SIZE option; 0 when absent */
     size_t        oneshot;     /* oneshot=SIZE option (ipc); 0 when absent */
+    size_t        gdrcopy;     /* gdrcopy=SIZE (staged, chunked): see
+                                  COLLAR_GDRCOPY_DEFAULT */
     /* The node shape (version 2): nodes=N[-M] and ppn=N[-M], inclusive;
      * lo 0 when the key is absent.  A rule with either is "shaped". */
     int           nodes_lo, nodes_hi;
@@ -718,7 +736,10 @@ typedef struct {
                                   persistent operation) */
     int                deps[COLLAR_STEP_MAX_DEPS];
     union {
-        struct { void *dst; const void *src; size_t bytes; int stream; } copy;
+        /* cpu: the backend may do it by the CPU at issue (copy_now). */
+        struct {
+            void *dst; const void *src; size_t bytes; int stream; int cpu;
+        } copy;
         struct {
             void *inout; const void *in; size_t count;
             collar_dtype_t dt; collar_op_t op; int stream;

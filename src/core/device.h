@@ -64,6 +64,15 @@ typedef struct collar_device {
     int (*nstreams)(void);
     collar_status_t (*copy_async)(void *dst, const void *src, size_t bytes,
                                   int stream, collar_event_t *done);
+    /* Optional (NULL: never).  Copy `bytes` between a device buffer of
+     * the application and host memory by the CPU, now (cuda: through a
+     * GDRCopy mapping): COLLAR_OK when done, COLLAR_ERR_UNAVAILABLE when
+     * the backend cannot here (the caller queues copy_async instead), or
+     * an error.  The caller's ordering is as for copy_async: the step
+     * that ordered after the caller's device work is done, and nothing
+     * collar queued that touches these bytes is outstanding; the backend
+     * adds what a CPU access needs beyond what a stream copy does. */
+    collar_status_t (*copy_now)(void *dst, const void *src, size_t bytes);
     /* 1 when reduce_async can do the pair. */
     int (*reduce_supported)(collar_dtype_t dt, collar_op_t op);
     collar_status_t (*reduce_async)(void *inout, const void *in, size_t count,

@@ -576,6 +576,20 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
 
     switch (t->kind) {
     case COLLAR_STEP_COPY:
+        if (t->u.copy.cpu && dev->copy_now != NULL) {
+            if (collar_observe & COLLAR_OBS_STEPS) {
+                observe_begin(s, t);   /* the work is done here, inline */
+            }
+            st = dev->copy_now(t->u.copy.dst, t->u.copy.src, t->u.copy.bytes);
+            if (st == COLLAR_OK) {
+                memset(&t->ev, 0, sizeof(t->ev));
+                t->state = STEP_DONE;
+                return COLLAR_OK;
+            }
+            if (st != COLLAR_ERR_UNAVAILABLE) {
+                return st;
+            }
+        }
         st = dev->copy_async(t->u.copy.dst, t->u.copy.src, t->u.copy.bytes,
                              t->u.copy.stream, &t->ev);
         if (st < 0) {

@@ -153,6 +153,7 @@ void collar_select(const collar_select_key_t *key, collar_plan_t *plan)
 {
     plan->chunk = 0;
     plan->oneshot = 0;
+    plan->gdrcopy = 0;
     plan->rule = NULL;
     plan->source = NULL;
     plan->fallback = NULL;
@@ -172,6 +173,7 @@ void collar_select(const collar_select_key_t *key, collar_plan_t *plan)
                 plan->alg = rule->alg;
                 plan->chunk = rule->chunk;
                 plan->oneshot = rule->oneshot;
+                plan->gdrcopy = rule->gdrcopy;
                 plan->rule = rule;
                 plan->source = sources[i].name;
                 plan->reason = "rule";

@@ -408,21 +408,27 @@ static collar_status_t parse_bytes(parser_t *ps, const tok_t *t,
     return COLLAR_OK;
 }
 
-/* chunk=SIZE or oneshot=SIZE; *have: bit 0 chunk, bit 1 oneshot given. */
+/* chunk=SIZE, oneshot=SIZE or gdrcopy=SIZE; *have: bit 0 chunk, bit 1
+ * oneshot, bit 2 gdrcopy given.  gdrcopy=0 is "never" (COLLAR_GDRCOPY_NEVER). */
 static collar_status_t parse_option(parser_t *ps, const tok_t *t,
                                     collar_rule_t *r, int *have)
 {
     char shown[SHOW_BUF];
     const char *eq = memchr(t->p, '=', t->len);
     const size_t klen = eq != NULL ? (size_t)(eq - t->p) : 0;
-    const int is_chunk = eq != NULL && mem_eq(t->p, klen, "chunk");
-    const int is_oneshot = eq != NULL && mem_eq(t->p, klen, "oneshot");
-    if (!is_chunk && !is_oneshot) {
-        return fail(ps, t->col, "unknown option '%s': expected chunk=SIZE or "
-                    "oneshot=SIZE", show_tok(t, shown));
+    static const char *const keys[] = { "chunk", "oneshot", "gdrcopy" };
+    int k = -1;
+    for (int i = 0; i < 3 && eq != NULL; i++) {
+        if (mem_eq(t->p, klen, keys[i])) {
+            k = i;
+        }
     }
-    const int bit = is_chunk ? 1 : 2;
-    const char *key = is_chunk ? "chunk" : "oneshot";
+    if (k < 0) {
+        return fail(ps, t->col, "unknown option '%s': expected chunk=SIZE, "
+                    "oneshot=SIZE or gdrcopy=SIZE", show_tok(t, shown));
+    }
+    const int bit = 1 << k;
+    const char *key = keys[k];
     if (*have & bit) {
         return fail(ps, t->col, "option '%s' is given twice", key);
     }
@@ -430,16 +436,20 @@ static collar_status_t parse_option(parser_t *ps, const tok_t *t,
     size_t vlen = t->len - (size_t)(v - t->p);
     size_t vcol = t->col + (size_t)(v - t->p);
     size_t size = 0;
+    const size_t least = k == 2 ? 0 : 1;
     if (vlen > TABLE_MAX_LINE
         || collar_parse_size(token_str(ps, v, vlen), &size) != COLLAR_OK
-        || size == 0 || size > TABLE_CHUNK_MAX) {
-        return fail(ps, vcol, "bad %s size '%s': expected a size from 1 to "
-                    "1G, e.g. %s=1M", key, show(v, vlen, shown), key);
+        || size < least || size > TABLE_CHUNK_MAX) {
+        return fail(ps, vcol, "bad %s size '%s': expected a size from %zu to "
+                    "1G, e.g. %s=%s", key, show(v, vlen, shown), least, key,
+                    k == 2 ? "8K" : "1M");
     }
-    if (is_chunk) {
+    if (k == 0) {
         r->chunk = size;
-    } else {
+    } else if (k == 1) {
         r->oneshot = size;
+    } else {
+        r->gdrcopy = size == 0 ? COLLAR_GDRCOPY_NEVER : size;
     }
     *have |= bit;
     return COLLAR_OK;
@@ -497,7 +507,14 @@ static void format_rule(const collar_rule_t *r, int with_alg, char *buf,
     if (r->oneshot != 0 && o < sizeof(opts)) {
         char c[32];
         collar_format_size(r->oneshot, c, sizeof(c));
-        snprintf(opts + o, sizeof(opts) - o, " oneshot=%s", c);
+        o += (size_t)snprintf(opts + o, sizeof(opts) - o, " oneshot=%s", c);
+    }
+    if (r->gdrcopy != 0 && o < sizeof(opts)) {
+        char c[32] = "0";
+        if (r->gdrcopy != COLLAR_GDRCOPY_NEVER) {
+            collar_format_size(r->gdrcopy, c, sizeof(c));
+        }
+        snprintf(opts + o, sizeof(opts) - o, " gdrcopy=%s", c);
     }
     snprintf(buf, len, "%s %s %s %s-%s%s %s%s", coll_name(r->coll),
              mem_name(r->mem), ranks, lo, hi, shape, collar_alg_name(r->alg),
@@ -1072,6 +1089,7 @@ int collar_table_same_rules(const collar_table_t *a, const collar_table_t *b)
             || x->ranks_hi != y->ranks_hi || x->bytes_lo != y->bytes_lo
             || x->bytes_hi != y->bytes_hi || x->alg != y->alg
             || x->chunk != y->chunk || x->oneshot != y->oneshot
+            || x->gdrcopy != y->gdrcopy
             || x->nodes_lo != y->nodes_lo || x->nodes_hi != y->nodes_hi
             || x->ppn_lo != y->ppn_lo || x->ppn_hi != y->ppn_hi) {
             return 0;

@@ -22,6 +22,9 @@
  *                  and pageable host -> host.
  *   copies         cudaMemcpyAsync(cudaMemcpyDefault) on collar's streams;
  *                  an event recorded after each, from a per-device pool.
+ *                  Small ones the schedule allows (staged's gdrcopy=) by
+ *                  the CPU through a GDRCopy mapping where GDRCopy is in
+ *                  use (copy_now, gdrcopy.c).
  *   reductions     the kernels of src/reduce/device_reduce.cu.
  *   ordering       COLLAR_SYNC: device = cudaDeviceSynchronize on the
  *                  devices the application's buffers live on (every device
@@ -73,6 +76,7 @@
  */
 #include "config.h"
 #include "mem.h"
+#include "gdrcopy.h"
 #include "ptrcache.h"
 #include "../reduce/device_reduce.h"
 
@@ -426,6 +430,7 @@ static collar_status_t cu_init(void)
 
 static void cu_finalize(void)
 {
+    collar_gdr_finalize();
     cu_current_t cur;
     cu_save_current(&cur);
     pthread_mutex_lock(&cu.lock);
@@ -633,6 +638,57 @@ static collar_status_t cu_copy_async(void *dst, const void *src, size_t bytes,
     }
     cu_restore_current(&cur);
     return st;
+}
+
+static unsigned long long cu_id_now(const void *ptr)
+{
+    return cu_buffer_id(NULL, ptr);
+}
+
+/*
+ * A copy between the application's device memory (cudaMalloc: not
+ * managed memory, which GDRCopy does not map) and host memory, by the CPU
+ * through a GDRCopy mapping.  The CPU is ordered after the caller's device
+ * work the way collar's streams are: under COLLAR_SYNC=device the
+ * schedule's ordering step waited for the whole device; under stream the
+ * streams would start after the legacy default stream's work, which the
+ * host waits for here instead; under none the caller has synchronised.
+ */
+static collar_status_t cu_copy_now(void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0 || !collar_gdr_available(NULL)) {
+        return COLLAR_ERR_UNAVAILABLE;   /* before any pointer query */
+    }
+    collar_ptr_info_t di, si;
+    COLLAR_CHECK(cu_info(dst, &di));
+    COLLAR_CHECK(cu_info(src, &si));
+    const int to_dev = di.kind == COLLAR_MEM_DEVICE && si.kind == COLLAR_MEM_HOST;
+    if (!to_dev && !(si.kind == COLLAR_MEM_DEVICE && di.kind == COLLAR_MEM_HOST)) {
+        return COLLAR_ERR_UNAVAILABLE;
+    }
+    const collar_ptr_info_t *a = to_dev ? &di : &si;
+    void *dev = to_dev ? dst : (void *)src;
+    /* Under COLLAR_PTR_CACHE=trust a hit is not checked: an allocation
+     * freed and made again at the same address would be copied through
+     * the old one's mapping, which the driver has torn down (a fault, not
+     * a stale byte).  The copy engine does not care; the mapping does. */
+    if (a->buffer_id == 0
+        || (collar_cfg.ptr_cache == COLLAR_PTR_CACHE_TRUST
+            && cu_buffer_id(NULL, dev) != a->buffer_id)) {
+        return COLLAR_ERR_UNAVAILABLE;
+    }
+    if (collar_cfg.sync == COLLAR_SYNC_STREAM) {
+        cu_current_t cur;
+        cu_enter(a->device, &cur);
+        const cudaError_t err = cudaStreamSynchronize(cudaStreamLegacy);
+        cu_restore_current(&cur);
+        if (err != cudaSuccess) {
+            cu_fail("cudaStreamSynchronize", err);
+            return COLLAR_ERR_DEVICE;
+        }
+    }
+    return collar_gdr_copy(a, dev, to_dev ? (void *)src : dst, bytes, to_dev,
+                           cu_id_now);
 }
 
 /* Streams of their own for another library's work (ncclAllReduce), on the
@@ -1057,6 +1113,7 @@ const collar_device_t collar_device_cuda = {
     .dev_free           = cu_dev_free,
     .nstreams           = cu_nstreams,
     .copy_async         = cu_copy_async,
+    .copy_now           = cu_copy_now,
     .reduce_supported   = collar_cuda_reduce_supported,
     .reduce_async       = cu_reduce_async,
     .reduce_n_async     = cu_reduce_n_async,

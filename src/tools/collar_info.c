@@ -8,6 +8,7 @@
  */
 #include "config.h"
 #include "../algo/algo.h"
+#include "../mem/gdrcopy.h"
 #include "../mem/mem.h"
 
 #include <limits.h>
@@ -70,6 +71,17 @@ static void print_environment(void)
     const collar_device_t *dev = collar_device_open(collar_cfg.device);
     printf("  device in force   : %s (COLLAR_DEVICE=%s)\n", dev->name,
            getenv("COLLAR_DEVICE") != NULL ? getenv("COLLAR_DEVICE") : "auto");
+    /* GDRCopy: loaded and its driver opened here, as the cuda backend
+     * would at its first small copy. */
+    const char *why = NULL;
+    if (collar_gdr_available(&why)) {
+        printf("  GDRCopy           : in use: device copies up to gdrcopy= (default "
+               "8 KiB) by the CPU%s\n", strcmp(dev->name, "cuda") == 0 ? ""
+               : " (with the cuda backend; not in force here)");
+    } else {
+        printf("  GDRCopy           : not in use (%s)\n", why);
+    }
+    collar_gdr_finalize();
     collar_device_close();
     printf("  call sites        : %s\n",
 #ifdef COLLAR_HAVE_LIBUNWIND
@@ -111,6 +123,12 @@ static int check_table(const char *path)
                         "ranks has its node shape: the rule never matches\n",
                         path, r->line);
             }
+        }
+        if (r->gdrcopy != 0 && r->alg != COLLAR_ALG_STAGED
+            && r->alg != COLLAR_ALG_CHUNKED) {
+            fprintf(stderr, "%s:%d: warning: gdrcopy= has no effect on a %s "
+                    "rule (only staged and chunked copy through GDRCopy)\n",
+                    path, r->line, collar_alg_name(r->alg));
         }
         if (r->oneshot != 0 && r->alg != COLLAR_ALG_IPC) {
             fprintf(stderr, "%s:%d: warning: oneshot= has no effect on a %s "
@@ -267,6 +285,18 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
     if (plan.alg == COLLAR_ALG_CHUNKED) {
         printf("  note           : a datatype whose elements interleave falls "
                "back to staged\n");
+    }
+    if ((plan.alg == COLLAR_ALG_STAGED || plan.alg == COLLAR_ALG_CHUNKED)
+        && mem != COLLAR_MEM_HOST) {
+        const size_t limit = collar_algo_gdrcopy_limit(&plan);
+        collar_format_bytes(limit, size, sizeof(size));
+        if (limit == 0) {
+            printf("  gdrcopy        : off (gdrcopy=0): every copy on a stream\n");
+        } else {
+            printf("  gdrcopy        : copies of up to %s by the CPU where GDRCopy "
+                   "is in use (%s)\n", size, plan.gdrcopy != 0
+                   ? "the rule's gdrcopy=" : "the default; a rule's gdrcopy= sets it");
+        }
     }
     collar_select_finalize();
     return 0;

@@ -4,7 +4,8 @@
  * the legacy default stream's synchronisation, event states, pointer kinds,
  * buffer ids, IPC between processes, visible devices, the context ledger,
  * errors and their injection) and each rule (the process must die with
- * SIGABRT and name the rule).  Every case runs in a fresh process of this
+ * SIGABRT and name the rule); and the stand-in GDRCopy's (gdrapi_stub.c)
+ * copies and rules.  Every case runs in a fresh process of this
  * program (it runs itself with the case's name and environment), so that
  * each sees its own CUDAEMU_* and CUDA_VISIBLE_DEVICES from its first call.
  */
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "cudaemu_int.h"
+#include "../../src/mem/gdrapi_abi.h"
 
 static const char *self;
 static int failures;
@@ -892,6 +894,165 @@ static void rule_call_in_host_func(void)
     cudaDeviceSynchronize();
 }
 
+/* ------------------------------------- the stand-in GDRCopy (gdrapi_stub.c) */
+
+/* A pinned and mapped cudaMalloc of n bytes: the GPU pages covering it. */
+typedef struct {
+    gdr_t      g;
+    char      *d;
+    size_t     n;
+    gdr_mh_t   mh;
+    uintptr_t  lo;
+    size_t     pinned;
+    char      *map;
+    gdr_info_t info;
+} gdr_mapped_t;
+
+static void gdr_map_alloc(gdr_mapped_t *m, size_t n)
+{
+    memset(m, 0, sizeof(*m));
+    m->g = gdr_open();
+    CHECK(m->g != NULL);
+    CHECK(cudaMalloc((void **)&m->d, n) == cudaSuccess);
+    m->n = n;
+    m->lo = (uintptr_t)m->d & ~(GDR_GPU_PAGE - 1);
+    m->pinned = (((uintptr_t)m->d + n + GDR_GPU_PAGE - 1) & ~(GDR_GPU_PAGE - 1)) - m->lo;
+    CHECK(gdr_pin_buffer(m->g, m->lo, m->pinned, 0, 0, &m->mh) == 0);
+    CHECK(gdr_map(m->g, m->mh, (void **)&m->map, m->pinned) == 0);
+    CHECK(gdr_get_info_v2(m->g, m->mh, &m->info) == 0);
+    CHECK(m->info.va == m->lo && m->info.mapped_size == m->pinned);
+}
+
+/* Where device address p is in the mapping (gdrapi.h: gdr_map's address
+ * plus p - info.va). */
+static char *gdr_at(const gdr_mapped_t *m, const void *p)
+{
+    return m->map + ((uintptr_t)p - m->info.va);
+}
+
+/* A cudaMalloc that does not begin on a GPU page. */
+static char *gdr_unaligned_alloc(size_t n)
+{
+    for (int i = 0; i < 64; i++) {
+        char *d;
+        CHECK(cudaMalloc((void **)&d, n) == cudaSuccess);
+        if ((uintptr_t)d & (GDR_GPU_PAGE - 1)) {
+            return d;
+        }
+    }
+    fprintf(stderr, "no unaligned allocation in 64 tries\n");
+    exit(1);
+}
+
+/* A CPU copy through the mapping, at the offset gdr_get_info gives, reads
+ * and writes the device bytes. */
+static void gdr_case_copy(void)
+{
+    gdr_mapped_t m;
+    gdr_map_alloc(&m, 100000 + 3);
+    unsigned char h[100003], back[100003];
+    for (size_t i = 0; i < sizeof(h); i++) {
+        h[i] = (unsigned char)(i * 7 + 1);
+    }
+    CHECK(gdr_copy_to_mapping(m.mh, gdr_at(&m, m.d), h, sizeof(h)) == 0);
+    CHECK(cudaMemcpy(back, m.d, sizeof(back), cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(memcmp(h, back, sizeof(h)) == 0);
+    for (size_t i = 0; i < sizeof(h); i++) {
+        h[i] = (unsigned char)(i * 13 + 5);
+    }
+    CHECK(cudaMemcpy(m.d, h, sizeof(h), cudaMemcpyHostToDevice) == cudaSuccess);
+    /* A copy from pageable memory may return before its DMA is done (CUDA
+     * Runtime API, "API synchronization behavior"): the CPU reads after
+     * the device is idle, as collar's COLLAR_SYNC orders it. */
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    memset(back, 0, sizeof(back));
+    CHECK(gdr_copy_from_mapping(m.mh, back + 10, gdr_at(&m, m.d + 10), 9) == 0);
+    CHECK(memcmp(back + 10, h + 10, 9) == 0);
+    CHECK(gdr_unmap(m.g, m.mh, m.map, m.pinned) == 0);
+    CHECK(gdr_unpin_buffer(m.g, m.mh) == 0);
+    CHECK(cudaFree(m.d) == cudaSuccess);
+    CHECK(gdr_close(m.g) == 0);
+}
+
+/* A pin of host, managed or unallocated memory, or of more than the GPU
+ * pages of one allocation, is refused (EINVAL), not a rule. */
+static void gdr_case_pin_refused(void)
+{
+    gdr_t g = gdr_open();
+    CHECK(g != NULL);
+    gdr_mh_t mh;
+    char *host = malloc(1 << 20);
+    CHECK(host != NULL);
+    uintptr_t h = ((uintptr_t)host + GDR_GPU_PAGE - 1) & ~(GDR_GPU_PAGE - 1);
+    CHECK(gdr_pin_buffer(g, h, GDR_GPU_PAGE, 0, 0, &mh) == EINVAL);
+    char *d;
+    CHECK(cudaMalloc((void **)&d, 1000) == cudaSuccess);
+    const uintptr_t lo = (uintptr_t)d & ~(GDR_GPU_PAGE - 1);
+    CHECK(gdr_pin_buffer(g, lo, 3 * GDR_GPU_PAGE, 0, 0, &mh) == EINVAL);   /* beyond */
+    void *managed;
+    CHECK(cudaMallocManaged(&managed, 1000, cudaMemAttachGlobal) == cudaSuccess);
+    CHECK(gdr_pin_buffer(g, (uintptr_t)managed, 1000, 0, 0, &mh) == EINVAL);
+    CHECK(gdr_pin_buffer(g, lo, GDR_GPU_PAGE, 0, 0, &mh) == 0);
+    CHECK(gdr_close(g) == 0);
+}
+
+static void gdr_case_no_driver(void)
+{
+    CHECK(gdr_open() == NULL);
+}
+
+static void gdr_case_map_unaligned(void)
+{
+    gdr_t g = gdr_open();
+    char *d = gdr_unaligned_alloc(1000);
+    gdr_mh_t mh;
+    void *map;
+    CHECK(gdr_pin_buffer(g, (uintptr_t)d, 1000, 0, 0, &mh) == 0);
+    gdr_map(g, mh, &map, 1000);
+}
+
+static void gdr_case_map_twice(void)
+{
+    gdr_mapped_t m;
+    gdr_map_alloc(&m, 1000);
+    void *again;
+    gdr_map(m.g, m.mh, &again, m.pinned);
+}
+
+static void gdr_case_unmap_first(void)
+{
+    gdr_mapped_t m;
+    gdr_map_alloc(&m, 1000);
+    gdr_unpin_buffer(m.g, m.mh);
+}
+
+static void gdr_case_after_unpin(void)
+{
+    gdr_mapped_t m;
+    gdr_map_alloc(&m, 1000);
+    CHECK(gdr_unmap(m.g, m.mh, m.map, m.pinned) == 0);
+    CHECK(gdr_unpin_buffer(m.g, m.mh) == 0);
+    gdr_info_t info;
+    gdr_get_info_v2(m.g, m.mh, &info);
+}
+
+static void gdr_case_copy_range(void)
+{
+    gdr_mapped_t m;
+    gdr_map_alloc(&m, 1000);
+    char h[16];
+    gdr_copy_from_mapping(m.mh, h, gdr_at(&m, m.d + 1000 - 8), 16);
+}
+
+static void gdr_case_copy_freed(void)
+{
+    gdr_mapped_t m;
+    gdr_map_alloc(&m, 1000);
+    CHECK(cudaFree(m.d) == cudaSuccess);
+    char h[8];
+    gdr_copy_from_mapping(m.mh, h, gdr_at(&m, m.d), 8);
+}
+
 /* ---------------------------------------------------------------- driver */
 
 typedef struct {
@@ -937,6 +1098,15 @@ static const case_t cases[] = {
     { "ipc-open-try", NULL, case_ipc_open_try, NULL, { NULL } },
     { "ipc-hold", NULL, case_ipc_hold, NULL, { NULL } },
     { "all-ids", NULL, case_all_ids, NULL, { NULL } },
+    { "gdr-copy", gdr_case_copy, NULL, NULL, { NULL } },
+    { "gdr-pin-refused", gdr_case_pin_refused, NULL, NULL, { NULL } },
+    { "gdr-no-driver", gdr_case_no_driver, NULL, NULL, { "GDRSTUB_NO_DRIVER=1", NULL } },
+    { "gdr-map-unaligned", gdr_case_map_unaligned, NULL, "map-unaligned", { NULL } },
+    { "gdr-map-twice", gdr_case_map_twice, NULL, "map-twice", { NULL } },
+    { "gdr-unmap-first", gdr_case_unmap_first, NULL, "unmap-first", { NULL } },
+    { "gdr-use-after-unpin", gdr_case_after_unpin, NULL, "use-after-unpin", { NULL } },
+    { "gdr-copy-range", gdr_case_copy_range, NULL, "copy-range", { NULL } },
+    { "gdr-copy-freed", gdr_case_copy_freed, NULL, "copy-freed", { NULL } },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

@@ -2,7 +2,9 @@
  * Unit test of the schedule engine and the staging pool on the sim device,
  * without MPI: dependencies are honoured under jitter (a step that ran
  * before the copy it depends on had landed would read stale bytes), the
- * first failing step stops the schedule and what is in flight is waited for.
+ * first failing step stops the schedule and what is in flight is waited for;
+ * a copy the builder lets the CPU do is offered to the device's copy_now
+ * first, and done by copy_async when declined.
  */
 #include "config.h"
 #include "core/core.h"
@@ -136,6 +138,67 @@ static void test_failure(collar_comm_t *comm)
     collar_sched_destroy(s);
 }
 
+/* copy_now of the sim device with a CPU path: copies of up to 64 bytes
+ * done at once, up to 128 declined, larger ones a device error. */
+static int now_calls, now_done;
+
+static collar_status_t fake_copy_now(void *dst, const void *src, size_t bytes)
+{
+    now_calls++;
+    if (bytes > 128) {
+        return COLLAR_ERR_DEVICE;
+    }
+    if (bytes > 64) {
+        return COLLAR_ERR_UNAVAILABLE;
+    }
+    memcpy(dst, src, bytes);
+    now_done++;
+    return COLLAR_OK;
+}
+
+static int add_cpu_copy(collar_sched_t *s, void *dst, const void *src, size_t n,
+                        int dep)
+{
+    const int i = add_copy(s, dst, src, n, 0, dep);
+    s->steps[i].u.copy.cpu = 1;
+    return i;
+}
+
+static void test_copy_now(collar_comm_t *comm)
+{
+    collar_device_t cpu_dev = *dev;
+    cpu_dev.copy_now = fake_copy_now;
+    char a[256], b[256], c[256], d[256];
+    memset(a, 'a', sizeof(a));
+    memset(b, 0, sizeof(b));
+    memset(c, 0, sizeof(c));
+    memset(d, 0, sizeof(d));
+    collar_sched_t *s;
+    /* a -(cpu, 64)-> b -(cpu, declined)-> c -(not cpu)-> d */
+    UNIT_CHECK(collar_sched_create(comm, &cpu_dev, &s) == COLLAR_OK, "create");
+    int ab = add_cpu_copy(s, b, a, 64, -1);
+    memset(a + 64, 'z', 64);
+    int bc = add_cpu_copy(s, c, a + 64, 100, ab);
+    add_copy(s, d, c, 100, 1, bc);
+    UNIT_CHECK(run(s) == COLLAR_OK, "status");
+    UNIT_CHECK(now_calls == 2 && now_done == 1,
+               "copy_now asked for the cpu copies only (%d calls, %d done)",
+               now_calls, now_done);
+    UNIT_CHECK(b[0] == 'a' && b[63] == 'a' && b[64] == 0, "the CPU's copy");
+    UNIT_CHECK(c[0] == 'z' && c[99] == 'a' && d[0] == 'z' && d[99] == 'a',
+               "the declined copy went on a stream, and the step after it saw it");
+    collar_sched_destroy(s);
+
+    /* An error of copy_now fails the schedule; the step after it never runs. */
+    memset(d, 0, sizeof(d));
+    UNIT_CHECK(collar_sched_create(comm, &cpu_dev, &s) == COLLAR_OK, "create");
+    int bad = add_cpu_copy(s, c, a, 200, -1);
+    add_copy(s, d, a, 8, 0, bad);
+    UNIT_CHECK(run(s) == COLLAR_ERR_DEVICE, "status of a failed copy_now");
+    UNIT_CHECK(d[0] == 0, "the step after the failure did not run");
+    collar_sched_destroy(s);
+}
+
 static void test_pool(void)
 {
     void *p1, *p2, *p3;
@@ -161,6 +224,7 @@ int main(void)
     collar_comm_t comm = { .refs = 1, .private_comm = MPI_COMM_NULL, .size = 1 };
     test_chain(&comm, 300);
     test_failure(&comm);
+    test_copy_now(&comm);
     test_pool();
     dev->finalize();
     return unit_finish("test_sched");

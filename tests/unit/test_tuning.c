@@ -200,11 +200,11 @@ static void test_errors(void)
 
     /* Options. */
     ERR("version 1\nallreduce device 2-8 64K-16M chunked x=y\n",
-        "x.table:2:38: unknown option 'x=y': expected chunk=SIZE or oneshot=SIZE");
+        "x.table:2:38: unknown option 'x=y': expected chunk=SIZE, oneshot=SIZE or gdrcopy=SIZE");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked chunk\n",
-        "x.table:2:38: unknown option 'chunk': expected chunk=SIZE or oneshot=SIZE");
+        "x.table:2:38: unknown option 'chunk': expected chunk=SIZE, oneshot=SIZE or gdrcopy=SIZE");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked Chunk=1M\n",
-        "x.table:2:38: unknown option 'Chunk=1M': expected chunk=SIZE or oneshot=SIZE");
+        "x.table:2:38: unknown option 'Chunk=1M': expected chunk=SIZE, oneshot=SIZE or gdrcopy=SIZE");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked chunk=1M chunk=2M\n",
         "x.table:2:47: option 'chunk' is given twice");
     ERR("version 1\nallreduce device 2-8 64K-16M chunked chunk=0\n",
@@ -225,6 +225,11 @@ static void test_errors(void)
     ERR("version 1\nallreduce device 2-8 64K-16M ipc oneshot=0\n",
         "x.table:2:42: bad oneshot size '0': expected a size from 1 to 1G, e.g. "
         "oneshot=1M");
+    ERR("version 1\nallreduce device 2-8 0-64K staged gdrcopy=8K gdrcopy=4K\n",
+        "x.table:2:46: option 'gdrcopy' is given twice");
+    ERR("version 1\nallreduce device 2-8 0-64K staged gdrcopy=2G\n",
+        "x.table:2:43: bad gdrcopy size '2G': expected a size from 0 to 1G, e.g. "
+        "gdrcopy=8K");
 
     /* Overlaps: same collective, intersecting memory kinds and ranges. */
     ERR("version 1\n"
@@ -670,6 +675,37 @@ static void test_oneshot(void)
     collar_table_free(&t);
 }
 
+/* staged's gdrcopy= option: a size, or 0 for never; in the canonical
+ * form (after chunk= and oneshot=), in the hash and in the comparison of
+ * rules; absent, 0 in the rule (the default applies). */
+static void test_gdrcopy(void)
+{
+    collar_table_t t, u;
+    if (!OK("version 1\nallreduce device 2-8 0-64K staged gdrcopy=4KiB\n"
+            "allreduce device 2-8 64K-1M chunked gdrcopy=0 chunk=64K\n"
+            "allreduce device 2-8 1M-inf chunked\n", 0, &t)) {
+        return;
+    }
+    UNIT_CHECK(t.nrules == 3 && t.rules[0].gdrcopy == 4096
+               && t.rules[1].gdrcopy == COLLAR_GDRCOPY_NEVER
+               && t.rules[2].gdrcopy == 0, "gdrcopy=4K, gdrcopy=0, absent");
+    char buf[160];
+    collar_rule_format(&t.rules[1], buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "allreduce device 2-8 64K-1M chunked chunk=64K gdrcopy=0") == 0,
+               "canonical: %s", buf);
+    collar_rule_format(&t.rules[0], buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "allreduce device 2-8 0-64K staged gdrcopy=4K") == 0,
+               "canonical: %s", buf);
+    if (OK("version 1\nallreduce device 2-8 0-64K staged gdrcopy=8K\n"
+           "allreduce device 2-8 64K-1M chunked gdrcopy=0 chunk=64K\n"
+           "allreduce device 2-8 1M-inf chunked\n", 0, &u)) {
+        UNIT_CHECK(!collar_table_same_rules(&t, &u) && t.hash != u.hash,
+                   "gdrcopy= counts in the identity of a table");
+        collar_table_free(&u);
+    }
+    collar_table_free(&t);
+}
+
 static void test_write(void)
 {
     collar_table_t t, u;
@@ -1026,6 +1062,7 @@ int main(void)
     test_valid();
     test_match();
     test_oneshot();
+    test_gdrcopy();
     test_write();
     test_load();
     test_version1_tables();
