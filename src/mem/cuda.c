@@ -557,7 +557,11 @@ static collar_status_t cu_record(cu_device_t *dv, struct collar_stream *s,
  * all operations"; stream order (Programming Guide, Asynchronous
  * Execution: a stream's operations run in issue order) makes that this
  * operation and what was queued before it, all that a wait for an event
- * recorded after it would cover, with no event to record and poll.
+ * recorded after it would cover, with no event to record and poll.  The
+ * waits cannot go: a copy to pinned memory is "fully asynchronous"
+ * (Runtime API, API synchronization behavior), so the host learns that a
+ * copy in is done (before the MPI library or a peer reads it) or that the
+ * last copy or kernel is (before the call returns) only by a wait.
  */
 static collar_status_t cu_finish(cu_device_t *dv, struct collar_stream *s,
                                  collar_event_t *done)
@@ -795,8 +799,15 @@ static collar_status_t cu_order_after_caller(void)
     if (collar_cfg.sync == COLLAR_SYNC_NONE) {
         return COLLAR_OK;
     }
-    /* stream: collar's own copies and kernels are ordered after the legacy
-     * default stream by being on blocking streams, at no host cost.  But a
+    /* The waits kept per call (docs/cuda.md, "Synchronisations per
+     * call").  device: the caller's streams are unknown, and
+     * cudaDeviceSynchronize "blocks until the device has completed all
+     * preceding requested tasks".  stream: collar's own copies and kernels
+     * are ordered after the legacy default stream by being on blocking
+     * streams, at no host cost (Runtime API, Stream synchronization
+     * behavior: an action in the legacy stream is queued after all
+     * blocking streams' work, "and then all blocking streams wait on the
+     * legacy stream").  But a
      * CUDA-aware MPI library reads device buffers itself (the ring's first
      * sends of an in-place call read the user's buffer directly), ordered
      * after nothing: the host waits for the legacy stream then. */
