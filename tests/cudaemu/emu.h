@@ -177,7 +177,7 @@ void emu_device_wait(int phys);
  * (the names emu_enter takes: cudaEventCreate counts cudaEventCreate and
  * cudaEventCreateWithFlags) added up; NULL: of all of them.  Exported for
  * programs on the emulation, which find it with dlsym
- * (tests/cudaemu/sync_count.c). */
+ * (tests/gpu/small_allreduce.c --count). */
 unsigned long cudaemu_count(const char *api) __attribute__((visibility("default")));
 
 #endif

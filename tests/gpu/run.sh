@@ -21,7 +21,7 @@
 #    library takes device pointers), printed as a table of us and GB/s
 #    (algorithm bandwidth: bytes / time).
 # 5. Small messages: one table of the median latency of 8 B, 64 B, 1 KiB
-#    and 8 KiB int sums on device memory (tests/gpu/latency.c), per rank
+#    and 8 KiB int sums on device memory (tests/gpu/small_allreduce.c), per rank
 #    layout (2 and 4 ranks on one GPU; one rank per GPU where there are
 #    several) and per algorithm: staged; staged with GDRCopy (only where
 #    collar-info says GDRCopy is in use); ipc one-shot, with and without
@@ -289,15 +289,15 @@ lat_cell() { printf ' %10s' "$1"; }
 lat_row() {
     local label=$1 np=$2 devargs=$3 preload=$4
     shift 4
-    local log=$work/latency-$np-${label//[^a-z0-9]/_}.log
+    local log=$work/small-$np-${label//[^a-z0-9]/_}.log
     printf '  %-46s' "$label"
     # shellcheck disable=SC2086
     if ! mpiexec_n "$np" env ${preload:+LD_PRELOAD="$preload"} COLLAR_DEVICE="$dev" COLLAR_LOG=info "$@" \
-            "$work/latency" --sizes "$lat_sizes" --iters "$lat_iters" --batches "$lat_batches" \
-            $devargs >"$log" 2>&1 || ! grep -q "^latency: \(values right\|skipped\)" "$log"; then
+            "$work/small_allreduce" --sizes "$lat_sizes" --iters "$lat_iters" --batches "$lat_batches" \
+            $devargs >"$log" 2>&1 || ! grep -q "^small_allreduce: \(rank 0: values right\|skipped\)" "$log"; then
         fail=1
         echo " FAILED"
-        grep -m5 -E "latency|ERROR|rror" "$log" | sed 's/^/    /'
+        grep -m5 -E "small_allreduce|ERROR|rror" "$log" | sed 's/^/    /'
         return
     fi
     local why
@@ -308,7 +308,7 @@ lat_row() {
         return
     fi
     for b in ${lat_sizes//,/ }; do
-        lat_cell "$(sed -n "s/^latency: bytes $b: \([0-9.]*\) us/\1/p" "$log")"
+        lat_cell "$(sed -n "s/^small_allreduce: bytes $b: \([0-9.]*\) us/\1/p" "$log")"
     done
     echo
 }
@@ -317,8 +317,8 @@ if [ "$gpu" = no ]; then
     echo
     echo "small messages: skipped on the sim device (collar's own cost below)"
 else
-    "$MPICC" -O2 -I"$cuda_home/include" "$top/tests/gpu/latency.c" -o "$work/latency" \
-        -L"$cuda_home/lib64" -lcudart -Wl,-rpath,"$cuda_home/lib64" || die "compile latency"
+    "$MPICC" -O2 -I"$cuda_home/include" "$top/tests/gpu/small_allreduce.c" -o "$work/small_allreduce" \
+        -L"$cuda_home/lib64" -lcudart -ldl -Wl,-rpath,"$cuda_home/lib64" || die "compile small_allreduce"
     native_preload=""
     [ "$emulate" = 1 ] && native_preload=$build/tests/cudaemu/.libs/libcudaemu.so
     layouts="2:one 4:one"
