@@ -925,6 +925,10 @@ static collar_status_t ipc_steps(const collar_call_t *call,
          * there. */
         const int host = call->rmem == COLLAR_MEM_HOST;
         char *dst = host ? g->own + out : call->rbuf;
+        /* Copy in, C1, kernel(s), copy out: each waits for the one before,
+         * so in a blocking call the host waits for each device step as it
+         * issues it (collar_sched_t.serial_device). */
+        s->serial_device = 1;
         COLLAR_CHECK(collar_ipc_add_reduce_all(s, call, g, in, dst, 0,
                                                (size_t)call->count, stream, c1,
                                                &last));

@@ -146,6 +146,11 @@ static collar_status_t pipeline_build(const collar_call_t *call, MPI_Count per,
                                           (void **)&slots_send));
     }
 
+    /* One chunk: copy in, allreduce, copy out, each waiting for the one
+     * before; in a blocking call the host waits for each copy as it is
+     * issued (collar_sched_t.serial_device). */
+    s->serial_device = nchunks == 1 && !gaps;
+
     int order;
     collar_step_t t = { .kind = COLLAR_STEP_ORDER };
     COLLAR_CHECK(collar_sched_add(s, &t, &order));

@@ -818,6 +818,14 @@ struct collar_sched {
      * back after the library's own collective): the progress thread
      * leaves it to the application's completion calls. */
     int                    local_only;
+    /* Set by the builder: each device step (copy, kernel) of the schedule
+     * is the only thing it can do until that step is done (one copy in,
+     * a host allreduce, one copy out: staged; ipc one-shot).  In a
+     * blocking call (`blocking`, set by the engine) the host then waits
+     * for each such step as it issues it, with no event to record and
+     * poll (docs/cuda.md, "Synchronisations per call"). */
+    int                    serial_device;
+    int                    blocking;
     int                    stats_on;     /* record `stats` when finished */
     double                 stats_t0;
     /* What the operation is (coll, alg, bytes: set whether statistics

@@ -46,6 +46,10 @@ typedef struct {
 /*
  * What the schedule engine needs of a device.  Asynchronous operations are
  * queued on a stream in order and fill `done`, which event_query() polls.
+ * `done` NULL (copy_async, reduce_async, reduce_n_async): the host waits
+ * for the operation, and what is queued on its stream before it, before
+ * the call returns (cuda: cudaStreamSynchronize, no event recorded); an
+ * error of the operation is the call's.
  */
 typedef struct collar_device {
     const char *name;

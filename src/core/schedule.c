@@ -571,8 +571,14 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
                                   int *mpi_rc)
 {
     const collar_device_t *dev = s->dev;
-    collar_status_t st;
+    collar_status_t st = COLLAR_OK;
     int rc;
+
+    /* A device step of a serial schedule in a blocking call: the host
+     * waits for it here (the backend's `done` NULL), since the schedule
+     * has nothing else to do meanwhile; the step is then done, with no
+     * event to poll. */
+    collar_event_t *done = s->blocking && s->serial_device ? NULL : &t->ev;
 
     switch (t->kind) {
     case COLLAR_STEP_COPY:
@@ -591,21 +597,13 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
             }
         }
         st = dev->copy_async(t->u.copy.dst, t->u.copy.src, t->u.copy.bytes,
-                             t->u.copy.stream, &t->ev);
-        if (st < 0) {
-            return st;
-        }
-        t->state = STEP_ACTIVE;
-        return COLLAR_OK;
+                             t->u.copy.stream, done);
+        break;
     case COLLAR_STEP_DEV_REDUCE:
         st = dev->reduce_async(t->u.reduce.inout, t->u.reduce.in,
                                t->u.reduce.count, t->u.reduce.dt,
-                               t->u.reduce.op, t->u.reduce.stream, &t->ev);
-        if (st < 0) {
-            return st;
-        }
-        t->state = STEP_ACTIVE;
-        return COLLAR_OK;
+                               t->u.reduce.op, t->u.reduce.stream, done);
+        break;
     case COLLAR_STEP_DEV_REDUCE_N:
         if (dev->reduce_n_async == NULL) {
             return COLLAR_ERR_UNSUPPORTED;
@@ -613,12 +611,8 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         st = dev->reduce_n_async(t->u.reduce_n.dst, t->u.reduce_n.src,
                                  t->u.reduce_n.n, t->u.reduce_n.count,
                                  t->u.reduce_n.dt, t->u.reduce_n.op,
-                                 t->u.reduce_n.stream, &t->ev);
-        if (st < 0) {
-            return st;
-        }
-        t->state = STEP_ACTIVE;
-        return COLLAR_OK;
+                                 t->u.reduce_n.stream, done);
+        break;
     case COLLAR_STEP_HOST_REDUCE:
         if (collar_observe & COLLAR_OBS_STEPS) {
             observe_begin(s, t);   /* the work is done here, inline */
@@ -673,7 +667,7 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         t->state = STEP_ACTIVE;
         return COLLAR_OK;
     case COLLAR_STEP_CALL:
-        break;   /* call_poll */
+        return COLLAR_ERR_INVALID;   /* call_poll */
     case COLLAR_STEP_ISEND:
     case COLLAR_STEP_IRECV:
         if (t->kind == COLLAR_STEP_ISEND) {
@@ -692,7 +686,18 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
         t->state = STEP_ACTIVE;
         return COLLAR_OK;
     }
-    return COLLAR_ERR_INVALID;
+    /* The device steps. */
+    if (st < 0 && done == NULL) {
+        /* Waited for: failed as it ran, or as it was issued (the same to
+         * the schedule), reported as a polled step's failure is. */
+        collar_error(COLL, "%s of schedule %llu failed: %s", step_name(t->kind),
+                     (unsigned long long)s->seq, collar_status_string(st));
+        sched_fail(s, st, MPI_ERR_OTHER);
+    } else if (st < 0) {
+        return st;
+    }
+    t->state = done == NULL ? STEP_DONE : STEP_ACTIVE;
+    return COLLAR_OK;
 }
 
 /* Steps that exchange data with the other ranks: still issued after a

@@ -291,6 +291,7 @@ static void run_add(collar_sched_t *s)
 
 collar_status_t collar_run_blocking(collar_sched_t *s)
 {
+    s->blocking = 1;   /* its caller waits: serial device steps are waited for */
     run_add(s);
     for (unsigned spins = 0;; spins++) {
         pthread_mutex_lock(&prog_lock);

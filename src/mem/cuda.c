@@ -21,10 +21,13 @@
  *                  (staged like device memory), registered or pinned host
  *                  and pageable host -> host.
  *   copies         cudaMemcpyAsync(cudaMemcpyDefault) on collar's streams;
- *                  an event recorded after each, from a per-device pool.
- *                  Small ones the schedule allows (staged's gdrcopy=) by
- *                  the CPU through a GDRCopy mapping where GDRCopy is in
- *                  use (copy_now, gdrcopy.c).
+ *                  an event recorded after each, from a per-device pool,
+ *                  or, where the schedule has nothing else to do until
+ *                  it is done (a serial schedule in a blocking call), a
+ *                  cudaStreamSynchronize instead (cu_finish).  Small ones
+ *                  the schedule allows (staged's gdrcopy=) by the CPU
+ *                  through a GDRCopy mapping where GDRCopy is in use
+ *                  (copy_now, gdrcopy.c).
  *   reductions     the kernels of src/reduce/device_reduce.cu.
  *   ordering       COLLAR_SYNC: device = cudaDeviceSynchronize on the
  *                  devices the application's buffers live on (every device
@@ -552,6 +555,33 @@ static collar_status_t cu_record(cu_device_t *dv, struct collar_stream *s,
     return COLLAR_OK;
 }
 
+/*
+ * What follows an operation queued on `s`: an event recorded after it into
+ * `done`, or for `done` NULL (device.h) the host's wait for it.  CUDA
+ * Runtime API, cudaStreamSynchronize: "Blocks until stream has completed
+ * all operations"; stream order (Programming Guide, Asynchronous
+ * Execution: a stream's operations run in issue order) makes that this
+ * operation and what was queued before it, all that a wait for an event
+ * recorded after it would cover, with no event to record and poll.  The
+ * waits cannot go: a copy to pinned memory is "fully asynchronous"
+ * (Runtime API, API synchronization behavior), so the host learns that a
+ * copy in is done (before the MPI library or a peer reads it) or that the
+ * last copy or kernel is (before the call returns) only by a wait.
+ */
+static collar_status_t cu_finish(cu_device_t *dv, struct collar_stream *s,
+                                 collar_event_t *done)
+{
+    if (done != NULL) {
+        return cu_record(dv, s, done);
+    }
+    cudaError_t err = cudaStreamSynchronize(s->stream);
+    if (err != cudaSuccess) {
+        cu_fail("a device operation", err);
+        return COLLAR_ERR_DEVICE;
+    }
+    return COLLAR_OK;
+}
+
 static void cu_event_release(struct collar_stream *s, cudaEvent_t ev)
 {
     cu_device_t *dv = &cu.dev[s->device];
@@ -617,7 +647,9 @@ static collar_status_t cu_copy_async(void *dst, const void *src, size_t bytes,
         if (bytes != 0 && dst != src) {
             memmove(dst, src, bytes);
         }
-        memset(done, 0, sizeof(*done));
+        if (done != NULL) {
+            memset(done, 0, sizeof(*done));
+        }
         return COLLAR_OK;
     }
     cu_device_t *dv;
@@ -633,7 +665,7 @@ static collar_status_t cu_copy_async(void *dst, const void *src, size_t bytes,
             cu_fail("cudaMemcpyAsync", err);
             st = COLLAR_ERR_DEVICE;
         } else {
-            st = cu_record(dv, s, done);
+            st = cu_finish(dv, s, done);
         }
     }
     cu_restore_current(&cur);
@@ -781,7 +813,7 @@ static collar_status_t cu_reduce_launch(void *dst, const void *in,
             cu_fail("a reduction kernel launch", (cudaError_t)rc);
             st = COLLAR_ERR_DEVICE;
         } else {
-            st = cu_record(dv, s, done);
+            st = cu_finish(dv, s, done);
         }
     }
     cu_restore_current(&cur);
@@ -823,8 +855,15 @@ static collar_status_t cu_order_after_caller(void)
     if (collar_cfg.sync == COLLAR_SYNC_NONE) {
         return COLLAR_OK;
     }
-    /* stream: collar's own copies and kernels are ordered after the legacy
-     * default stream by being on blocking streams, at no host cost.  But a
+    /* The waits kept per call (docs/cuda.md, "Synchronisations per
+     * call").  device: the caller's streams are unknown, and
+     * cudaDeviceSynchronize "blocks until the device has completed all
+     * preceding requested tasks".  stream: collar's own copies and kernels
+     * are ordered after the legacy default stream by being on blocking
+     * streams, at no host cost (Runtime API, Stream synchronization
+     * behavior: an action in the legacy stream is queued after all
+     * blocking streams' work, "and then all blocking streams wait on the
+     * legacy stream").  But a
      * CUDA-aware MPI library reads device buffers itself (the ring's first
      * sends of an in-place call read the user's buffer directly), ordered
      * after nothing: the host waits for the legacy stream then. */

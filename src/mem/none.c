@@ -59,8 +59,10 @@ static collar_status_t none_copy_async(void *dst, const void *src, size_t bytes,
     if (bytes != 0 && dst != src) {
         memmove(dst, src, bytes);
     }
-    done->stream = NULL;
-    done->ticket = 0;
+    if (done != NULL) {   /* NULL: nothing to wait for, it is done */
+        done->stream = NULL;
+        done->ticket = 0;
+    }
     return COLLAR_OK;
 }
 
@@ -70,8 +72,10 @@ static collar_status_t none_reduce_async(void *inout, const void *in,
                                          collar_event_t *done)
 {
     (void)stream;
-    done->stream = NULL;
-    done->ticket = 0;
+    if (done != NULL) {
+        done->stream = NULL;
+        done->ticket = 0;
+    }
     return collar_reduce_host(inout, in, count, dt, op) == 0
            ? COLLAR_OK : COLLAR_ERR_UNSUPPORTED;
 }

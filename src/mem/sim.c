@@ -71,6 +71,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -807,6 +808,13 @@ static collar_status_t sim_enqueue(const sim_op_t *op, int stream,
         s->tail = q;
         pthread_cond_signal(&s->cond);
         pthread_mutex_unlock(&s->lock);
+    }
+    if (done == NULL) {
+        /* The host waits for it (device.h), as cuda's stream wait. */
+        while (atomic_load_explicit(&s->completed, memory_order_acquire) < ticket) {
+            sched_yield();
+        }
+        return op->fail ? COLLAR_ERR_DEVICE : COLLAR_OK;
     }
     done->stream = s;
     done->ticket = ticket;

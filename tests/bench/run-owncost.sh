@@ -12,6 +12,7 @@
 # statistics, the status agreement) plus those few copies.  Prints, per
 # size, the median us per call of each setting and collar's own cost: the
 # median over rounds of (collar - baseline).
+# SIZES="8 64 1024" (the default) sets the sizes (tests/gpu/run.sh adds 8192).
 # Usage (from the build tree): make -C tests bench-owncost [ROUNDS=N ITERS=N]
 #   or: MPIRUN=mpirun LIBCOLLAR=src/.libs/libcollar.so run-owncost.sh PROGRAM
 set -eu
@@ -36,7 +37,7 @@ echo "alternating; median us per call; own: median over rounds of collar - basel
 echo
 echo "| bytes | baseline |   staged | own staged |      ipc |  own ipc |"
 echo "| ----- | -------- | -------- | ---------- | -------- | -------- |"
-for bytes in 8 64 1024; do
+for bytes in ${SIZES:-8 64 1024}; do
     dir=$(mktemp -d)
     i=0
     while [ $i -lt "$rounds" ]; do

@@ -4,7 +4,8 @@
  * process of the machine), the ones this process sees (CUDA_VISIBLE_DEVICES),
  * a primary context per device and the calling thread's current context,
  * the ledger of the contexts this process made (CUDAEMU_REPORT) and the
- * devices it may make them on (CUDAEMU_STRICT_DEVICES), the per-thread last
+ * devices it may make them on (CUDAEMU_STRICT_DEVICES), the count of every
+ * entry point's calls (cudaemu_count, CUDAEMU_COUNTS), the per-thread last
  * error and the process's sticky error, error injection (CUDAEMU_FAIL), and
  * the driver entry points that programs look up by name.
  */
@@ -28,6 +29,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static unsigned strict_mask;          /* 0: no CUDAEMU_STRICT_DEVICES */
 static int strict_set;
 static const char *report_path;
+static const char *counts_path;
 
 /* The thread's runtime state: its current context, the device the runtime
  * would make current (cudaSetDevice, default 0), the call being made, its
@@ -129,6 +131,78 @@ int emu_inject(enum emu_fail kind)
     const unsigned n = __atomic_add_fetch(&fail[kind].calls, 1, __ATOMIC_RELAXED);
     return fail[kind].nth == 0 || n == fail[kind].nth
            || (fail[kind].from && n > fail[kind].nth);
+}
+
+/* --------------------------------------------------------------- counts */
+
+/* Calls per entry point, keyed by the name's address (each entry point
+ * passes a string literal; one name may have several addresses, one per
+ * object file, which cudaemu_count adds up).  Open addressing, filled
+ * without a lock: a slot's name is set once, by compare-and-swap. */
+#define EMU_NCOUNTS 512
+static struct {
+    const char   *api;
+    unsigned long n;
+} counts[EMU_NCOUNTS];
+
+void emu_count(const char *api)
+{
+    size_t h = ((uintptr_t)api >> 3) % EMU_NCOUNTS;
+    for (size_t i = 0; i < EMU_NCOUNTS; i++, h = (h + 1) % EMU_NCOUNTS) {
+        const char *cur = __atomic_load_n(&counts[h].api, __ATOMIC_ACQUIRE);
+        if (cur == NULL
+            && __atomic_compare_exchange_n(&counts[h].api, &cur, api, 0,
+                                           __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            cur = api;
+        }
+        if (cur == api) {
+            __atomic_add_fetch(&counts[h].n, 1, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+}
+
+unsigned long cudaemu_count(const char *api)
+{
+    unsigned long n = 0;
+    for (size_t i = 0; i < EMU_NCOUNTS; i++) {
+        const char *cur = __atomic_load_n(&counts[i].api, __ATOMIC_ACQUIRE);
+        if (cur != NULL && (api == NULL || strcmp(cur, api) == 0)) {
+            n += __atomic_load_n(&counts[i].n, __ATOMIC_RELAXED);
+        }
+    }
+    return n;
+}
+
+/* CUDAEMU_COUNTS: one line at exit, "pid=P api=N api=N ...", every entry
+ * point this process called, in no particular order. */
+static void write_counts(void)
+{
+    int fd = open(counts_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) {
+        return;
+    }
+    char line[8192];
+    size_t len = (size_t)snprintf(line, sizeof(line), "pid=%ld", (long)getpid());
+    for (size_t i = 0; i < EMU_NCOUNTS && len < sizeof(line); i++) {
+        const char *api = counts[i].api;
+        int dup = api == NULL;
+        for (size_t j = 0; j < i && !dup; j++) {
+            dup = counts[j].api != NULL && strcmp(counts[j].api, api) == 0;
+        }
+        if (!dup) {
+            len += (size_t)snprintf(line + len, sizeof(line) - len, " %s=%lu",
+                                    api, cudaemu_count(api));
+        }
+    }
+    if (len >= sizeof(line)) {
+        len = sizeof(line) - 1;
+    }
+    line[len++] = '\n';
+    if (write(fd, line, len) != (ssize_t)len) {
+        /* nothing to do at exit */
+    }
+    close(fd);
 }
 
 /* --------------------------------------------------------------- ledger */
@@ -246,6 +320,10 @@ static void load(void)
     if (report_path != NULL) {
         atexit(write_report);
     }
+    counts_path = getenv("CUDAEMU_COUNTS");
+    if (counts_path != NULL) {
+        atexit(write_counts);
+    }
 }
 
 void emu_init(void)
@@ -254,6 +332,12 @@ void emu_init(void)
 }
 
 cudaError_t emu_enter(const char *api)
+{
+    emu_count(api);
+    return emu_enter_again(api);
+}
+
+cudaError_t emu_enter_again(const char *api)
 {
     emu_init();
     if (emu_in_host_func) {
@@ -832,6 +916,7 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
 CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
     emu_init();
+    emu_count("cuCtxGetCurrent");
     *pctx = tl_ctx;
     return CUDA_SUCCESS;
 }

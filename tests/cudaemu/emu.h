@@ -60,6 +60,12 @@ void emu_init(void);
  * in force, if any (then the entry point returns it).
  */
 cudaError_t emu_enter(const char *api);
+/* emu_enter for a call that an entry point makes on the program's behalf
+ * (a launch's enqueue): the same checks, not counted again. */
+cudaError_t emu_enter_again(const char *api);
+/* One more call of `api` in this process's counts (emu_enter counts every
+ * entry point it names; entry points that need no emu_enter call this). */
+void emu_count(const char *api);
 #define EMU_ENTER(api) do { cudaError_t e_ = emu_enter(api); \
                             if (e_ != cudaSuccess) return e_; } while (0)
 
@@ -166,5 +172,12 @@ void emu_stream_wait(struct CUstream_st *s);
 void emu_device_wait(int phys);
 
 #pragma GCC visibility pop
+
+/* The calls of `api` this process made so far, every entry point's name
+ * (the names emu_enter takes: cudaEventCreate counts cudaEventCreate and
+ * cudaEventCreateWithFlags) added up; NULL: of all of them.  Exported for
+ * programs on the emulation, which find it with dlsym
+ * (tests/gpu/small_allreduce.c --count). */
+unsigned long cudaemu_count(const char *api) __attribute__((visibility("default")));
 
 #endif

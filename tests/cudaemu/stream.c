@@ -278,7 +278,11 @@ static void fault_run(void *arg)
 cudaError_t cudaemu_stream_enqueue(cudaStream_t stream, void (*fn)(void *arg),
                                    void *arg)
 {
-    EMU_ENTER("cudaLaunchKernel");
+    /* Counted by the launch entry point that got here. */
+    cudaError_t e = emu_enter_again("cudaLaunchKernel");
+    if (e != cudaSuccess) {
+        return e;
+    }
     struct CUstream_st *s = emu_stream(stream);
     if (s == NULL) {
         return emu_error(cudaErrorInvalidResourceHandle);

@@ -20,7 +20,19 @@
 #    4 B .. 64 MiB: median latency per algorithm (and native where the MPI
 #    library takes device pointers), printed as a table of us and GB/s
 #    (algorithm bandwidth: bytes / time).
-# 5. The pointer cache: bench_ptrcache (driver query, hit with buffer-id
+# 5. Small messages: one table of the median latency of 8 B, 64 B, 1 KiB
+#    and 8 KiB int sums on device memory (tests/gpu/small_allreduce.c), per rank
+#    layout (2 and 4 ranks on one GPU; one rank per GPU where there are
+#    several) and per algorithm: staged; staged with GDRCopy (only where
+#    collar-info says GDRCopy is in use); ipc one-shot, with and without
+#    its zero-copy intake where collar knows COLLAR_IPC_ZEROCOPY; hier
+#    (only across nodes); nccl (where NCCL loads and accepts the layout:
+#    it refuses two ranks on one GPU); native (where the MPI library takes
+#    device pointers); and collar's own cost (tests/bench/run-owncost.sh:
+#    the sim device inline, so no device time).  A row that cannot run
+#    says why ("skipped: ...").  The kernels also run under
+#    compute-sanitizer's memcheck where it is installed.
+# 6. The pointer cache: bench_ptrcache (driver query, hit with buffer-id
 #    check, trusted hit, host pointer).
 # Output goes to stdout and, when $OUT is set, to $OUT/gpu-report.txt.
 # With no GPU (GPU_FORCE_SIM=1, or no driver) the same steps run on the sim
@@ -111,16 +123,20 @@ fi
 make -C "$build" -j"$jobs" >"$work/make.log" 2>&1 || { tail -40 "$work/make.log"; die "make"; }
 emu_targets=""
 [ "$emulate" = 1 ] && emu_targets=cudaemu
-make -C "$build/tests" -j"$jobs" unit/test_kernels bench/bench_ptrcache $emu_targets \
+make -C "$build/tests" -j"$jobs" unit/test_kernels bench/bench_ptrcache bench/bench_passthrough $emu_targets \
     >>"$work/make.log" 2>&1 || { tail -20 "$work/make.log"; die "make tests"; }
 if [ "$emulate" = 1 ]; then
     # Not installed: the tree's libraries and tools.
     lib="$build/tests/cudaemu/.libs/libcollar_cudaemu.so $build/tests/cudaemu/.libs/libcudaemu.so"
     tune=$build/src/collar-tune
+    info=$build/src/collar-info
+    plainlib=$build/src/.libs/libcollar.so
 else
     make -C "$build" install >/dev/null 2>&1 || die "make install"
     lib=$work/inst/lib/libcollar.so
     tune=$work/inst/bin/collar-tune
+    info=$work/inst/bin/collar-info
+    plainlib=$lib
 fi
 say "built $(basename "$src") with CUDA"
 fail=0
@@ -128,6 +144,22 @@ fail=0
 # ---------------------------------------------------------------- kernels
 if [ -x "$build/tests/unit/test_kernels" ]; then
     "$build/tests/unit/test_kernels" | tail -5 || { fail=1; say "kernel test FAILED"; }
+fi
+
+sanitizer=$(command -v compute-sanitizer || echo "$cuda_home/bin/compute-sanitizer")
+if [ "$gpu" != yes ]; then
+    echo "  compute-sanitizer: skipped (no GPU)"
+elif [ ! -x "$sanitizer" ]; then
+    echo "  compute-sanitizer: skipped (not installed)"
+elif [ -x "$build/tests/unit/test_kernels" ]; then
+    if timeout 300 "$sanitizer" --tool memcheck --error-exitcode 9 \
+            "$build/tests/unit/test_kernels" >"$work/sanitizer.log" 2>&1; then
+        echo "  compute-sanitizer memcheck, the kernel test: $(grep -m1 'ERROR SUMMARY' "$work/sanitizer.log")"
+    else
+        fail=1
+        echo "  compute-sanitizer memcheck, the kernel test: FAILED"
+        grep -m20 -E "=========|ERROR" "$work/sanitizer.log"
+    fi
 fi
 
 # ------------------------------------------------------------ correctness
@@ -233,6 +265,109 @@ PY
     echo "table chosen:"; grep -v '^#' "$work/tune-$n.table" | sed 's/^/  /'
 done
 say "performance done"
+
+# ---------------------------------------------------------- small messages
+lat_sizes=8,64,1024,8192
+lat_iters=1000 lat_batches=7
+[ "$emulate" = 1 ] && lat_iters=200 lat_batches=3
+ngpus=1
+if [ "$gpu" = yes ]; then
+    ngpus=$(nvidia-smi -L | grep -c '^GPU')
+elif [ "$emulate" = 1 ]; then
+    ngpus=${CUDAEMU_DEVICES:-4}
+fi
+info_out=$(env LD_PRELOAD="$lib" COLLAR_DEVICE="$dev" COLLAR_GDRCOPY=auto "$info" 2>&1)
+nodes=$(mpiexec_n 2 hostname 2>/dev/null | sort -u | wc -l)
+# The stand-in NCCL on the emulation; on a GPU the machine's, if any.
+nccl_var=""
+if [ "$emulate" = 1 ]; then
+    mkdir -p "$work/nccl" && ln -sf "$build/tests/cudaemu/.libs/libnccl_stub.so" "$work/nccl/libnccl.so.2"
+    nccl_var=COLLAR_NCCL_LIBRARY=$work/nccl/libnccl.so.2
+fi
+lat_cell() { printf ' %10s' "$1"; }
+# lat_row LABEL NP DEVICE-ARGS PRELOAD [VAR=VALUE ...]: one row of the table.
+lat_row() {
+    local label=$1 np=$2 devargs=$3 preload=$4
+    shift 4
+    local log=$work/small-$np-${label//[^a-z0-9]/_}.log
+    printf '  %-46s' "$label"
+    # shellcheck disable=SC2086
+    if ! mpiexec_n "$np" env ${preload:+LD_PRELOAD="$preload"} COLLAR_DEVICE="$dev" COLLAR_LOG=info "$@" \
+            "$work/small_allreduce" --sizes "$lat_sizes" --iters "$lat_iters" --batches "$lat_batches" \
+            $devargs >"$log" 2>&1 || ! grep -q "^small_allreduce: \(rank 0: values right\|skipped\)" "$log"; then
+        fail=1
+        echo " FAILED"
+        grep -m5 -E "small_allreduce|ERROR|rror" "$log" | sed 's/^/    /'
+        return
+    fi
+    local why
+    why=$(grep -m1 -o "skipped: .*" "$log" ||
+          grep "fallback" "$log" | grep -v "works on device buffers only" | head -1 | sed 's/.*fallback /skipped: fallback /; s/)$//')
+    if [ -n "$why" ]; then
+        echo " $why"
+        return
+    fi
+    for b in ${lat_sizes//,/ }; do
+        lat_cell "$(sed -n "s/^small_allreduce: bytes $b: \([0-9.]*\) us/\1/p" "$log")"
+    done
+    echo
+}
+lat_skip() { printf '  %-46s %s\n' "$1" "$2"; }
+if [ "$gpu" = no ]; then
+    echo
+    echo "small messages: skipped on the sim device (collar's own cost below)"
+else
+    "$MPICC" -O2 -I"$cuda_home/include" "$top/tests/gpu/small_allreduce.c" -o "$work/small_allreduce" \
+        -L"$cuda_home/lib64" -lcudart -ldl -Wl,-rpath,"$cuda_home/lib64" || die "compile small_allreduce"
+    native_preload=""
+    [ "$emulate" = 1 ] && native_preload=$build/tests/cudaemu/.libs/libcudaemu.so
+    layouts="2:one 4:one"
+    [ "$ngpus" -ge 2 ] && layouts="$layouts $ngpus:each"
+    echo
+    echo "allreduce latency on device memory ($dev device), int sums: median us per call"
+    printf '  %-46s' "ranks, algorithm"
+    for b in ${lat_sizes//,/ }; do lat_cell "$b B"; done
+    echo
+    for layout in $layouts; do
+        np=${layout%%:*}
+        devargs="--device 0" where="$np ranks, one GPU"
+        [ "${layout#*:}" = each ] && devargs="" where="$np ranks, one per GPU"
+        lat_row "$where: staged" "$np" "$devargs" "$lib" COLLAR_ALGORITHM=staged
+        if echo "$info_out" | grep -i "gdrcopy" | grep -qi "in use"; then
+            lat_row "$where: staged, GDRCopy" "$np" "$devargs" "$lib" COLLAR_ALGORITHM=staged COLLAR_GDRCOPY=1
+        else
+            lat_skip "$where: staged, GDRCopy" "skipped: no GDRCopy"
+        fi
+        if echo "$info_out" | grep -q "COLLAR_IPC_ZEROCOPY"; then
+            lat_row "$where: ipc one-shot, copy-in" "$np" "$devargs" "$lib" COLLAR_ALGORITHM=ipc COLLAR_IPC_ZEROCOPY=0
+            lat_row "$where: ipc one-shot, zero-copy" "$np" "$devargs" "$lib" COLLAR_ALGORITHM=ipc COLLAR_IPC_ZEROCOPY=1
+        else
+            lat_row "$where: ipc one-shot" "$np" "$devargs" "$lib" COLLAR_ALGORITHM=ipc
+            lat_skip "$where: ipc one-shot, zero-copy" "skipped: this collar has no COLLAR_IPC_ZEROCOPY"
+        fi
+        if [ "$nodes" -gt 1 ]; then
+            lat_row "$where: hier" "$np" "$devargs" "$lib" COLLAR_ALGORITHM=hier
+        else
+            lat_skip "$where: hier" "skipped: one node"
+        fi
+        # shellcheck disable=SC2086
+        lat_row "$where: nccl" "$np" "$devargs" "$lib" COLLAR_ALGORITHM=nccl $nccl_var
+        lat_row "$where: native" "$np" "$devargs --native" "$native_preload"
+    done
+fi
+# collar's own cost: the sim device inline (no device, no worker threads)
+# against the MPI library on host buffers, 2 ranks.
+MPIRUN=$MPIEXEC LIBCOLLAR=$plainlib SIZES="${lat_sizes//,/ }" ROUNDS=3 ITERS=1000 \
+    timeout 300 sh "$top/tests/bench/run-owncost.sh" "$build/tests/bench/bench_passthrough" \
+    >"$work/owncost.log" 2>&1 || { fail=1; tail -5 "$work/owncost.log"; }
+for col in 5:staged 7:ipc; do
+    printf '  %-46s' "2 ranks: collar's own cost, ${col#*:}"
+    for b in ${lat_sizes//,/ }; do
+        lat_cell "$(awk -F'|' -v b="$b" -v c="${col%%:*}" '$2 + 0 == b && $2 ~ /[0-9]/ { gsub(/ /, "", $c); print $c }' "$work/owncost.log")"
+    done
+    echo
+done
+say "small messages done"
 
 # ---------------------------------------------------------- pointer cache
 echo
