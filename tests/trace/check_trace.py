@@ -96,9 +96,11 @@ def main():
         fail(f"ranks with events {sorted(ranks)}, named {sorted(named)}; "
              f"expected {a.ranks}")
     if a.overlap:
-        if pairs == 0 or overlapped * 4 < pairs * 3:
+        # More than half: a pipeline that does not overlap gives none; a
+        # loaded machine (threads not scheduled at once) some less than all.
+        if pairs == 0 or overlapped * 2 <= pairs:
             fail(f"copy-in of chunk i+1 overlaps the allreduce of chunk i in "
-                 f"{overlapped} of {pairs} cases; expected most")
+                 f"{overlapped} of {pairs} cases; expected more than half")
         print(f"check_trace: copy-in i+1 overlaps allreduce i in {overlapped} of {pairs}")
     print(f"check_trace: ok ({len(ranks)} ranks)")
 
