@@ -244,7 +244,10 @@ typedef struct collar_comm {
     int      tag_ub;
     uint64_t next_seq;     /* operations created on this communicator */
     uint64_t next_ticket;  /* operations with internal collectives */
-    uint64_t coll_turn;    /* ticket whose collectives may be issued now */
+    /* Ticket whose collectives may be issued now; atomic, since a blocking
+     * call runs its own schedule outside the progress lock
+     * (collar_sched_block_colls). */
+    _Atomic uint64_t coll_turn;
     /* The ranks of this rank's node, known without communication from the
      * table of nodes every process learnt at MPI_Init (collar_comm_init;
      * COLLAR_SIM_NODE_SIZE cuts nodes further).  node_known = 0 for a
@@ -734,6 +737,9 @@ typedef struct {
             void *fold;
             collar_dtype_t fold_dt;
             int fold_fail;
+            /* Issued as the blocking PMPI_Allreduce
+             * (collar_sched_block_colls). */
+            int blocking;
         } allreduce;
         struct {
             void *dst; const void *src[COLLAR_REDUCE_N_MAX]; int n;
@@ -795,6 +801,9 @@ struct collar_sched {
      * back after the library's own collective): the progress thread
      * leaves it to the application's completion calls. */
     int                    local_only;
+    /* Its collectives block (collar_sched_block_colls): the calling thread
+     * runs it, off the list of outstanding operations. */
+    int                    blocking;
     int                    stats_on;     /* record `stats` when finished */
     double                 stats_t0;
     /* What the operation is (coll, alg, bytes: set whether statistics
@@ -881,6 +890,18 @@ int collar_sched_can_fold(collar_dtype_t dt, collar_op_t op, int comm_size);
  * issue, read at completion. */
 void collar_sched_fold_agree(collar_sched_t *s, int index, void *flag,
                              collar_dtype_t dt, collar_op_t op);
+/*
+ * Issue every collective step of `s` as the blocking PMPI_Allreduce instead
+ * of PMPI_Iallreduce and a loop of tests: for a schedule of a blocking call
+ * (collar_call_t.blocking, the same on every rank) in which nothing else
+ * overlaps its collectives, so that nothing is lost by waiting in the MPI
+ * library.  The builder decides it from the call alone, alike on every
+ * rank: a blocking collective does not match a nonblocking one.  The
+ * caller's thread runs such a schedule itself (collar_run_blocking),
+ * outside the progress lock, so that other threads and the progress thread
+ * go on while it waits in the MPI library.
+ */
+void collar_sched_block_colls(collar_sched_t *s);
 /*
  * Advance: issue every step whose dependencies are done, complete what has
  * completed.  Returns COLLAR_OK when the schedule is finished (successfully

@@ -266,6 +266,7 @@ static int allreduce_run(const collar_allreduce_args_t *a,
                ? COLLAR_MEM_DEVICE : COLLAR_MEM_HOST;
     call.rmem = rkind;
     call.dev = collar_engine.dev;
+    call.blocking = request == NULL && !a->persistent;
 
     collar_select_key_t key = {
         .coll = COLLAR_COLL_ALLREDUCE,
@@ -333,6 +334,12 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         collar_algo_nccl_eligible(&call, cstate, blocking, collar_run_in_turn,
                                   &plan);
         build = collar_algo_builder(plan.alg);
+        if (plan.alg == COLLAR_ALG_IPC || plan.alg == COLLAR_ALG_HIER) {
+            /* Their fallback (staged, chunked) is built at the start on
+             * one rank and in a continuation on another (when the region's
+             * registration is over differs): it must not block. */
+            call.blocking = 0;
+        }
     }
     plan_chosen(comm, &key, &plan, &call, stat);
     if (build == NULL && st == COLLAR_OK) {
