@@ -290,6 +290,11 @@ typedef struct collar_comm {
     void    *nccl;
     void   (*nccl_release)(void *nccl);
     void   (*ipc_freed)(void *ipc, MPI_Comm comm);
+    /* Owned by the allreduce conductor (src/engine/allreduce.c): the last
+     * small blocking schedule it ran on the communicator, kept for the
+     * next call with the same arguments; released with the state. */
+    void    *kept;
+    void   (*kept_release)(void *kept);
 } collar_comm_t;
 
 /*

@@ -1,12 +1,18 @@
 /*
- * The MPI library calls a small blocking device allreduce costs under
- * collar (blockcoll.test): the program's own PMPI_Allreduce,
- * PMPI_Iallreduce and PMPI_Test (-rdynamic) count what collar calls.
+ * What a small blocking device allreduce costs under collar besides its
+ * data (owncost.test): the program's own PMPI_Allreduce, PMPI_Iallreduce
+ * and PMPI_Test (-rdynamic) count what collar asks of the MPI library, and
+ * its malloc, calloc and realloc (over glibc's __libc_ ones) the heap
+ * allocations of the process while the calls run, less those of as many
+ * PMPI_Allreduce calls on the same buffers: collar's.
  *
  * For each size (8 B, 64 B, 1 KiB of MPI_INT, MPI_SUM) it makes
  * `iters` blocking allreduces on the (sim) device buffers, checks the values
  * on every rank after each, and prints per call:
- *   "<bytes> B: <a> PMPI_Allreduce, <i> PMPI_Iallreduce, <t> PMPI_Test per call"
+ *   "<bytes> B: <a> PMPI_Allreduce, <i> PMPI_Iallreduce, <t> PMPI_Test per
+ *    call, <m> allocations"
+ * Then calls that change from one to the next (two buffer pairs, in place,
+ * a datatype freed and made again with another layout), checked.
  * Then, with --mixed, a nonblocking allreduce of 64 KiB left in flight
  * while blocking small ones run on the same communicator and on a
  * duplicate (their internal collectives keep the order of the schedules
@@ -22,6 +28,29 @@
 #include <string.h>
 
 static long n_allreduce, n_iallreduce, n_test;
+static _Atomic long n_alloc;
+
+void *__libc_malloc(size_t n);
+void *__libc_calloc(size_t n, size_t size);
+void *__libc_realloc(void *p, size_t n);
+
+void *malloc(size_t n)
+{
+    n_alloc++;
+    return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t size)
+{
+    n_alloc++;
+    return __libc_calloc(n, size);
+}
+
+void *realloc(void *p, size_t n)
+{
+    n_alloc++;
+    return __libc_realloc(p, n);
+}
 
 typedef int (*allreduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op,
                             MPI_Comm);
@@ -89,6 +118,26 @@ static int check_sum(const int *buf, int n, int size, int round)
     return -1;
 }
 
+/* The sum of the ints of an element of the datatype in use: two ints, or
+ * (g_gap) a vector of two ints with a gap between them (extent 3 ints). */
+static int g_gap;
+
+static void layout_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    const int *a = in;
+    int *b = inout;
+    for (int e = 0; e < *len; e++) {
+        if (g_gap) {
+            b[3 * e] += a[3 * e];
+            b[3 * e + 2] += a[3 * e + 2];
+        } else {
+            b[2 * e] += a[2 * e];
+            b[2 * e + 1] += a[2 * e + 1];
+        }
+    }
+}
+
 /* A blocking allreduce of n ints on `comm`, checked. */
 static void one_call(MPI_Comm comm, int *s, int *r, int n, int round,
                      const char *what)
@@ -136,18 +185,76 @@ int main(int argc, char **argv)
         for (int i = 0; i < 3; i++) {
             one_call(MPI_COMM_WORLD, s, r, n, i, what);
         }
-        n_allreduce = n_iallreduce = n_test = 0;
+        n_allreduce = n_iallreduce = n_test = n_alloc = 0;
         for (int i = 0; i < iters; i++) {
             one_call(MPI_COMM_WORLD, s, r, n, i, what);
         }
         const long a = n_allreduce, ia = n_iallreduce, t = n_test;
+        /* Less what the MPI library allocates for the same allreduce
+         * (Open MPI 4.1's recursive doubling: one buffer a call). */
+        long m = n_alloc;
+        n_alloc = 0;
+        for (int i = 0; i < iters; i++) {
+            PMPI_Allreduce(s, r, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        }
+        m -= n_alloc;
         if (rank == 0) {
             printf("%d B: %.2f PMPI_Allreduce, %.2f PMPI_Iallreduce, "
-                   "%.2f PMPI_Test per call\n", sizes[k], (double)a / iters,
-                   (double)ia / iters, (double)t / iters);
+                   "%.2f PMPI_Test per call, %.2f allocations\n", sizes[k],
+                   (double)a / iters, (double)ia / iters, (double)t / iters,
+                   (double)m / iters);
             fflush(stdout);
         }
     }
+
+    /* Calls that differ from the one before: another buffer pair, in
+     * place, another datatype under a handle that may be the same. */
+    for (int i = 0; i < 20; i++) {
+        one_call(MPI_COMM_WORLD, s, r, 4, i, "first pair");
+        one_call(MPI_COMM_WORLD, s + 64, r + 64, 4, i, "second pair");
+        fill(r, 4, rank, i);
+        tu_check_rc(MPI_Allreduce(MPI_IN_PLACE, r, 4, MPI_INT, MPI_SUM,
+                                  MPI_COMM_WORLD), "in place");
+        const int bad = check_sum(r, 4, size, i);
+        tu_check(bad < 0, "in place", "element %d wrong in round %d", bad, i);
+    }
+    MPI_Op sum;
+    MPI_Op_create(layout_sum, 1, &sum);
+    for (int i = 0; i < 4; i++) {
+        /* Pairs of ints, then ints with a gap after each (a vector): the
+         * gaps must stay; a user's op (MPI_SUM takes no derived type), so
+         * the status agreement is an allreduce of its own. */
+        MPI_Datatype t;
+        g_gap = i % 2 == 1;
+        if (i % 2 == 0) {
+            MPI_Type_contiguous(2, MPI_INT, &t);
+        } else {
+            MPI_Type_vector(2, 1, 2, MPI_INT, &t);
+        }
+        MPI_Type_commit(&t);
+        fill(s, 8, rank, i);
+        for (int j = 0; j < 8; j++) {
+            r[j] = -1;
+        }
+        tu_check_rc(MPI_Allreduce(s, r, 2, t, sum, MPI_COMM_WORLD), "derived");
+        int want[8];
+        for (int j = 0; j < 8; j++) {
+            want[j] = size * (size + 1) / 2 * (j + 1) + size * i;
+        }
+        int bad = -1;
+        for (int j = 0; j < 8; j++) {
+            /* Two elements: ints 0 1 2 3, or 0 2 3 5 (extent 3 ints). */
+            const int in = g_gap ? (j == 0 || j == 2 || j == 3 || j == 5) : j < 4;
+            if (r[j] != (in ? want[j] : -1)) {
+                bad = j;
+                break;
+            }
+        }
+        tu_check(bad < 0, "derived datatype", "element %d wrong in round %d",
+                 bad, i);
+        MPI_Type_free(&t);
+    }
+    MPI_Op_free(&sum);
 
     if (mixed) {
         MPI_Comm dup;
