@@ -577,7 +577,13 @@ static collar_status_t ipc_build_now(ipc_op_t *op, collar_sched_t *s)
         ipc_log(s, op, &op->plan);
         return op->steps(&op->call, &op->plan, s, op);
     }
-    const collar_call_t *call = &op->call;
+    /* Never blocking collectives (collar_sched_block_colls): this runs at
+     * the start on a rank that saw the registration over, in the
+     * continuation on one that did not yet, and the ranks must issue the
+     * same kind of collective. */
+    collar_call_t c = op->call;
+    c.blocking = 0;
+    const collar_call_t *call = &c;
     collar_plan_t p = op->plan;
     p.fallback = collar_ipc_fallback_why(op->plan.alg, code);
     p.alg = collar_call_chunkable(call) ? COLLAR_ALG_CHUNKED : COLLAR_ALG_STAGED;

@@ -442,12 +442,6 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         collar_algo_nccl_eligible(&call, cstate, blocking, collar_run_in_turn,
                                   &plan);
         build = collar_algo_builder(plan.alg);
-        if (plan.alg == COLLAR_ALG_IPC || plan.alg == COLLAR_ALG_HIER) {
-            /* Their fallback (staged, chunked) is built at the start on
-             * one rank and in a continuation on another (when the region's
-             * registration is over differs): it must not block. */
-            call.blocking = 0;
-        }
     }
     plan_chosen(comm, &key, &plan, &call, stat);
     if (build == NULL && st == COLLAR_OK) {
