@@ -892,7 +892,8 @@ collar_status_t collar_sched_add_agree(collar_sched_t *s, int after_all);
 int collar_sched_can_fold(collar_dtype_t dt, collar_op_t op, int comm_size);
 /* Fold the status agreement into allreduce step `index`, whose last
  * element (at `flag`, of type dt, reduced with op) is collar's: written at
- * issue, read at completion. */
+ * issue, read at completion (out of place: at the same offset in the
+ * receive buffer). */
 void collar_sched_fold_agree(collar_sched_t *s, int index, void *flag,
                              collar_dtype_t dt, collar_op_t op);
 /*

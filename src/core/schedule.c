@@ -591,7 +591,13 @@ static void coll_done(collar_sched_t *s, const collar_step_t *t)
     const int folded = t->kind == COLLAR_STEP_IALLREDUCE
                        && t->u.allreduce.fold != NULL;
     if (folded) {
-        s->agree_out = !fold_is(t->u.allreduce.fold, t->u.allreduce.fold_dt,
+        /* Out of place, the flag's result is as far into rbuf. */
+        const char *out = t->u.allreduce.fold;
+        if (t->u.allreduce.sbuf != MPI_IN_PLACE) {
+            out = (const char *)t->u.allreduce.rbuf
+                  + (out - (const char *)t->u.allreduce.sbuf);
+        }
+        s->agree_out = !fold_is(out, t->u.allreduce.fold_dt,
                                 !t->u.allreduce.fold_fail);
     }
     if ((t->kind == COLLAR_STEP_AGREE || folded) && s->agree_out && !s->agree_in
