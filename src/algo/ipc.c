@@ -893,6 +893,11 @@ static collar_status_t ipc_steps(const collar_call_t *call,
                                              stream, last, &last));
         }
         if (call->blocking) {
+            /* Nothing of the schedule overlaps C0 or C1: the MPI library's
+             * blocking allreduce (collar_sched_block_coll; the calling
+             * thread runs the schedule, collar_algo_ipc_build). */
+            collar_sched_block_coll(s, c1 - 2);   /* C0: intake's order */
+            collar_sched_block_coll(s, c1);
             /* A blocking call: C1 carries the status agreement ("this
              * rank's input failed", MPI_MAX), and no agreement follows.
              * Every input is in place or known failed at C1; what fails
@@ -931,6 +936,11 @@ collar_status_t collar_algo_ipc_build(const collar_call_t *call,
     if (!s->comm->one_node || call->type_size <= 0) {
         /* collar_algo_ipc_eligible decides, alike on every rank. */
         return COLLAR_ERR_INVALID;
+    }
+    if (call->blocking) {
+        /* Run by the calling thread (its one-shot collectives block),
+         * whenever its steps are added. */
+        s->blocking = 1;
     }
     return collar_ipc_start(call, plan, s, ipc_steps);
 }

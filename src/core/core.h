@@ -908,6 +908,11 @@ void collar_sched_fold_agree(collar_sched_t *s, int index, void *flag,
  * go on while it waits in the MPI library.
  */
 void collar_sched_block_colls(collar_sched_t *s);
+/* Collective step `index` alone, in a schedule its builder set to run in
+ * the calling thread (s->blocking: before collar_sched_start, decided
+ * from the call alone); may be called from a continuation.  Nothing else
+ * of the schedule may be in flight when the step is issued. */
+void collar_sched_block_coll(collar_sched_t *s, int index);
 /*
  * Advance: issue every step whose dependencies are done, complete what has
  * completed.  Returns COLLAR_OK when the schedule is finished (successfully

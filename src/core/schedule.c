@@ -239,6 +239,15 @@ void collar_sched_fold_agree(collar_sched_t *s, int index, void *flag,
                                || op == COLLAR_OP_LOR || op == COLLAR_OP_BOR;
 }
 
+void collar_sched_block_coll(collar_sched_t *s, int index)
+{
+    collar_step_t *t = &s->steps[index];
+    if (s->blocking
+        && (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE)) {
+        t->u.allreduce.blocking = 1;
+    }
+}
+
 void collar_sched_block_colls(collar_sched_t *s)
 {
     if (s->started) {

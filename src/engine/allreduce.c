@@ -242,8 +242,8 @@ static void plan_chosen(MPI_Comm comm, const collar_select_key_t *key,
  * freed, its staging held meanwhile.  A program that repeats one small
  * allreduce (an optimizer step's scalar, a loss) pays neither the
  * schedule's allocations nor the staging pool's lock per call.  Only a
- * schedule whose collectives block (one chunk, nothing else in flight
- * between calls), of at most KEEP_MAX bytes, that ran through on its own
+ * staged or chunked schedule whose collectives block (one chunk), of at
+ * most KEEP_MAX bytes, that ran through on its own
  * staging; not with the staging pool off (COLLAR_STAGING_POOL=0 asks for
  * an allocation per call) nor under observation (which notes each call's
  * buffers).  A kept schedule holds no reference on the state (it would
@@ -309,8 +309,9 @@ static int kept_put(collar_comm_t *c, collar_sched_t *s,
                     const collar_call_t *call, const collar_plan_t *plan)
 {
     if (!s->blocking || s->status != COLLAR_OK || call->bytes > KEEP_MAX
-        || collar_cfg.staging_pool == 0 || collar_observe) {
-        return 0;
+        || collar_cfg.staging_pool == 0 || collar_observe
+        || (plan->alg != COLLAR_ALG_STAGED && plan->alg != COLLAR_ALG_CHUNKED)) {
+        return 0;   /* ipc's: its region is the communicator's latest */
     }
     for (int i = 0; i < s->nstaging; i++) {
         if (s->staging_scratch[i] == 2) {
