@@ -12,9 +12,9 @@
  * issued in the same order on every rank.  Within a schedule they are issued
  * in the order they were added; across schedules on one communicator, in the
  * order the schedules were started (the communicator's coll_turn).  A
- * blocking call's schedule in which nothing overlaps its collectives (a
- * one-chunk staged allreduce) issues them as the blocking PMPI_Allreduce
- * (collar_sched_block_colls), still in its turn: the MPI library's
+ * blocking call's schedule in which nothing overlaps its collectives
+ * (one-chunk staged, ipc one-shot) issues them as the blocking
+ * PMPI_Allreduce (collar_sched_block_colls), still in its turn: the MPI library's
  * blocking allreduce costs a fraction of its nonblocking one and the
  * tests that poll it.
  *
