@@ -42,6 +42,10 @@ typedef struct {
     const collar_device_t *dev;   /* the open backend (NULL: none) */
     int               persistent; /* MPI_Allreduce_init: built now, started
                                      later (maybe after calls made since) */
+    /* MPI_Allreduce: the call returns when its schedule is over, on every
+     * rank alike (a blocking collective does not match a nonblocking one,
+     * so a correct program makes the same kind of call everywhere). */
+    int               blocking;
 } collar_call_t;
 
 /*

@@ -17,7 +17,8 @@
  *     in  copy send -> peer[r].in            (device copy)
  *     C1  allreduce(1 int)     "every input is in place"
  *     red copy peer[0].in -> recv, then recv op= peer[1].in ... peer[n-1].in
- *     AG  status agreement, once every step is done
+ *     AG  status agreement, once every step is done (a blocking call:
+ *         none, C1 carries it)
  *
  *          rank 0            rank 1            rank 2
  *     in   a0 -> in0         a1 -> in1         a2 -> in2
@@ -51,7 +52,9 @@
  * Reuse of the region: C0 of a call is issued after this rank issued
  * every collective of the calls before it (the communicator's turn), the
  * last of which, the status agreement, waits for every step of its
- * schedule, reads of peers' memory included.  So C0 completes only when
+ * schedule, reads of peers' memory included (a blocking one-shot call has
+ * no agreement, but is over on the rank, reads included, before the rank
+ * issues anything of the next call).  So C0 completes only when
  * every rank has finished reading what the previous call left in the
  * region, and only then does the copy-in overwrite it.
  *
@@ -62,7 +65,8 @@
  * result out: the same signals on every rank whatever its mix.
  *
  * Failure: a step that fails drains as in every schedule, and the status
- * agreement makes every rank return an error.  A region that cannot be set
+ * agreement makes every rank return an error (blocking one-shot: a failure
+ * up to C1 fails every rank, one after it that rank alone).  A region that cannot be set
  * up (no IPC in the backend, a peer's memory that cannot be mapped, not one
  * node) is known to every rank through the registration's agreement; the
  * call then runs `chunked` (ipc_build_now); not one node is known at the
@@ -635,7 +639,13 @@ static collar_status_t ipc_build_now(ipc_op_t *op, collar_sched_t *s)
         ipc_log(s, op, &op->plan);
         return op->steps(&op->call, &op->plan, s, op);
     }
-    const collar_call_t *call = &op->call;
+    /* Never blocking collectives (collar_sched_block_colls): this runs at
+     * the start on a rank that saw the registration over, in the
+     * continuation on one that did not yet, and the ranks must issue the
+     * same kind of collective. */
+    collar_call_t c = op->call;
+    c.blocking = 0;
+    const collar_call_t *call = &c;
     collar_plan_t p = op->plan;
     p.fallback = collar_ipc_fallback_why(op->plan.alg, code);
     p.alg = collar_call_chunkable(call) ? COLLAR_ALG_CHUNKED : COLLAR_ALG_STAGED;
@@ -936,6 +946,24 @@ static collar_status_t ipc_steps(const collar_call_t *call,
             COLLAR_CHECK(collar_ipc_add_copy(s, call->rbuf, dst, call->bytes,
                                              stream, last, &last));
         }
+        if (call->blocking) {
+            /* Nothing of the schedule overlaps C0 or C1: the MPI library's
+             * blocking allreduce (collar_sched_block_coll; the calling
+             * thread runs the schedule, collar_algo_ipc_build). */
+            collar_sched_block_coll(s, c1 - 2);   /* C0: intake's order */
+            collar_sched_block_coll(s, c1);
+            /* A blocking call: C1 carries the status agreement ("this
+             * rank's input failed", MPI_MAX), and no agreement follows.
+             * Every input is in place or known failed at C1; what fails
+             * after it (this rank's reduction, its copy out) fails this
+             * rank alone, whose input the others read whole.  The reuse
+             * of the region needs no agreement either: this rank issues
+             * the next call's C0 only once this call is over here, its
+             * reads of the peers' memory included. */
+            collar_sched_fold_agree(s, c1, &op->sig_in[1], COLLAR_DT_INT32,
+                                    COLLAR_OP_MAX);
+            return COLLAR_OK;
+        }
         return collar_sched_add_agree(s, 1);
     }
 
@@ -962,6 +990,11 @@ collar_status_t collar_algo_ipc_build(const collar_call_t *call,
     if (!s->comm->one_node || call->type_size <= 0) {
         /* collar_algo_ipc_eligible decides, alike on every rank. */
         return COLLAR_ERR_INVALID;
+    }
+    if (call->blocking) {
+        /* Run by the calling thread (its one-shot collectives block),
+         * whenever its steps are added. */
+        s->run_here = 1;
     }
     return collar_ipc_start(call, plan, s, ipc_steps);
 }

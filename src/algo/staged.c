@@ -24,7 +24,10 @@
  * one chunk of a dense message whose op keeps a flag (an integer or real
  * sum, product, minimum, maximum, and or or: collar_sched_can_fold), the
  * agreement is one more element of the data's allreduce instead, issued
- * at the same moment, and the call makes one internal collective.
+ * at the same moment, and the call makes one internal collective.  A
+ * blocking call with one chunk issues its host allreduce as the MPI
+ * library's blocking MPI_Allreduce (collar_sched_block_colls): nothing of
+ * the schedule runs beside it.
  *
  * Chunks are whole elements: elements_per_chunk = max(1, chunk / type size);
  * the last chunk takes the remainder.  Counts are 64-bit (MPI_Count); a
@@ -199,7 +202,17 @@ static collar_status_t pipeline_build(const collar_call_t *call, MPI_Count per,
      * right after the last chunk's allreduce, when every copy-in is done,
      * and overlapped with the allreduces in flight (or in that allreduce,
      * folded). */
-    return fold ? COLLAR_OK : collar_sched_add_agree(s, 0);
+    if (!fold) {
+        COLLAR_CHECK(collar_sched_add_agree(s, 0));
+    }
+    if (nchunks == 1 && call->blocking) {
+        /* One host allreduce (and the agreement, unless folded) with
+         * nothing to overlap it: the MPI library's blocking allreduce, in
+         * the calling thread, instead of its nonblocking one and a loop of
+         * tests. */
+        collar_sched_block_colls(s);
+    }
+    return COLLAR_OK;
 }
 
 size_t collar_algo_gdrcopy_limit(const collar_plan_t *plan)

@@ -167,6 +167,9 @@ void collar_comm_unref(collar_comm_t *c)
     if (c == NULL || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0) {
         return;
     }
+    if (c->kept != NULL && c->kept_release != NULL) {
+        c->kept_release(c->kept);
+    }
     if (c->ipc != NULL && c->ipc_release != NULL) {
         c->ipc_release(c->ipc);
     }

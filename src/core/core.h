@@ -259,7 +259,10 @@ typedef struct collar_comm {
     int      tag_ub;
     uint64_t next_seq;     /* operations created on this communicator */
     uint64_t next_ticket;  /* operations with internal collectives */
-    uint64_t coll_turn;    /* ticket whose collectives may be issued now */
+    /* Ticket whose collectives may be issued now; atomic, since a blocking
+     * call runs its own schedule outside the progress lock
+     * (collar_sched_block_colls). */
+    _Atomic uint64_t coll_turn;
     /* The ranks of this rank's node, known without communication from the
      * table of nodes every process learnt at MPI_Init (collar_comm_init;
      * COLLAR_SIM_NODE_SIZE cuts nodes further).  node_known = 0 for a
@@ -304,6 +307,11 @@ typedef struct collar_comm {
     void    *nccl;
     void   (*nccl_release)(void *nccl);
     void   (*ipc_freed)(void *ipc, MPI_Comm comm);
+    /* Owned by the allreduce conductor (src/engine/allreduce.c): the last
+     * small blocking schedule it ran on the communicator, kept for the
+     * next call with the same arguments; released with the state. */
+    void    *kept;
+    void   (*kept_release)(void *kept);
 } collar_comm_t;
 
 /*
@@ -757,6 +765,9 @@ typedef struct {
             void *fold;
             collar_dtype_t fold_dt;
             int fold_fail;
+            /* Issued as the blocking PMPI_Allreduce
+             * (collar_sched_block_colls). */
+            int blocking;
         } allreduce;
         struct {
             void *dst; const void *src[COLLAR_REDUCE_N_MAX]; int n;
@@ -825,7 +836,12 @@ struct collar_sched {
      * for each such step as it issues it, with no event to record and
      * poll (docs/cuda.md, "Synchronisations per call"). */
     int                    serial_device;
+    /* The caller waits for it (collar_run_blocking): serial device steps
+     * are waited for as they are issued. */
     int                    blocking;
+    /* Its collectives block (collar_sched_block_colls): the calling thread
+     * runs it, off the list of outstanding operations. */
+    int                    run_here;
     int                    stats_on;     /* record `stats` when finished */
     double                 stats_t0;
     /* What the operation is (coll, alg, bytes: set whether statistics
@@ -909,9 +925,27 @@ collar_status_t collar_sched_add_agree(collar_sched_t *s, int after_all);
 int collar_sched_can_fold(collar_dtype_t dt, collar_op_t op, int comm_size);
 /* Fold the status agreement into allreduce step `index`, whose last
  * element (at `flag`, of type dt, reduced with op) is collar's: written at
- * issue, read at completion. */
+ * issue, read at completion (out of place: at the same offset in the
+ * receive buffer). */
 void collar_sched_fold_agree(collar_sched_t *s, int index, void *flag,
                              collar_dtype_t dt, collar_op_t op);
+/*
+ * Issue every collective step of `s` as the blocking PMPI_Allreduce instead
+ * of PMPI_Iallreduce and a loop of tests: for a schedule of a blocking call
+ * (collar_call_t.blocking, the same on every rank) in which nothing else
+ * overlaps its collectives, so that nothing is lost by waiting in the MPI
+ * library.  The builder decides it from the call alone, alike on every
+ * rank: a blocking collective does not match a nonblocking one.  The
+ * caller's thread runs such a schedule itself (collar_run_blocking),
+ * outside the progress lock, so that other threads and the progress thread
+ * go on while it waits in the MPI library.
+ */
+void collar_sched_block_colls(collar_sched_t *s);
+/* Collective step `index` alone, in a schedule its builder set to run in
+ * the calling thread (s->run_here: before collar_sched_start, decided
+ * from the call alone); may be called from a continuation.  Nothing else
+ * of the schedule may be in flight when the step is issued. */
+void collar_sched_block_coll(collar_sched_t *s, int index);
 /*
  * Advance: issue every step whose dependencies are done, complete what has
  * completed.  Returns COLLAR_OK when the schedule is finished (successfully

@@ -11,7 +11,12 @@
  * Collective steps (PMPI_Iallreduce on the private communicator) must be
  * issued in the same order on every rank.  Within a schedule they are issued
  * in the order they were added; across schedules on one communicator, in the
- * order the schedules were started (the communicator's coll_turn).
+ * order the schedules were started (the communicator's coll_turn).  A
+ * blocking call's schedule in which nothing overlaps its collectives
+ * (one-chunk staged, ipc one-shot) issues them as the blocking
+ * PMPI_Allreduce (collar_sched_block_colls), still in its turn: the MPI library's
+ * blocking allreduce costs a fraction of its nonblocking one and the
+ * tests that poll it.
  *
  * On the first failing step the schedule records that step's error and
  * drains: device and host work not yet started is skipped (its inputs may be
@@ -232,6 +237,29 @@ void collar_sched_fold_agree(collar_sched_t *s, int index, void *flag,
     t->u.allreduce.fold_dt = dt;
     t->u.allreduce.fold_fail = op == COLLAR_OP_SUM || op == COLLAR_OP_MAX
                                || op == COLLAR_OP_LOR || op == COLLAR_OP_BOR;
+}
+
+void collar_sched_block_coll(collar_sched_t *s, int index)
+{
+    collar_step_t *t = &s->steps[index];
+    if (s->run_here
+        && (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE)) {
+        t->u.allreduce.blocking = 1;
+    }
+}
+
+void collar_sched_block_colls(collar_sched_t *s)
+{
+    if (s->started) {
+        return;   /* steps added by a continuation: the schedule is listed */
+    }
+    for (int i = 0; i < s->nsteps; i++) {
+        collar_step_t *t = &s->steps[i];
+        if (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE) {
+            t->u.allreduce.blocking = 1;
+        }
+    }
+    s->run_here = 1;
 }
 
 collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes, void **ptr)
@@ -565,6 +593,44 @@ static void observe_end(const collar_sched_t *s, collar_step_t *t, int i)
                          step_track(t), &s->obs, i, start, end);
 }
 
+/* A collective step (IALLREDUCE, AGREE) completed: what the status
+ * agreement, folded or apart, says of the other ranks. */
+static void coll_done(collar_sched_t *s, const collar_step_t *t)
+{
+    const int folded = t->kind == COLLAR_STEP_IALLREDUCE
+                       && t->u.allreduce.fold != NULL;
+    if (folded) {
+        /* Out of place, the flag's result is as far into rbuf. */
+        const char *out = t->u.allreduce.fold;
+        if (t->u.allreduce.sbuf != MPI_IN_PLACE) {
+            out = (const char *)t->u.allreduce.rbuf
+                  + (out - (const char *)t->u.allreduce.sbuf);
+        }
+        s->agree_out = !fold_is(out, t->u.allreduce.fold_dt,
+                                !t->u.allreduce.fold_fail);
+    }
+    if ((t->kind == COLLAR_STEP_AGREE || folded) && s->agree_out && !s->agree_in
+        && s->status == COLLAR_OK) {
+        collar_error(COLL, "schedule %llu failed on another rank; its result "
+                     "here is not complete", (unsigned long long)s->seq);
+        sched_fail(s, COLLAR_ERR_MPI, MPI_ERR_OTHER);
+    }
+}
+
+/* A collective step issued blocking (collar_sched_block_colls): the MPI
+ * library's own allreduce, in the calling thread, which returns once every
+ * rank has contributed. */
+static int coll_blocking(collar_sched_t *s, const collar_step_t *t)
+{
+    if (t->kind == COLLAR_STEP_AGREE) {
+        return PMPI_Allreduce(&s->agree_in, &s->agree_out, 1, MPI_INT, MPI_MAX,
+                              s->comm->private_comm);
+    }
+    return PMPI_Allreduce(t->u.allreduce.sbuf, t->u.allreduce.rbuf,
+                          t->u.allreduce.count, t->u.allreduce.dt,
+                          t->u.allreduce.op, step_comm(s, t));
+}
+
 /* Start step `t`.  Returns OK (now active or already done), INPROGRESS
  * (must wait for its turn) or an error. */
 static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
@@ -647,20 +713,26 @@ static collar_status_t step_issue(collar_sched_t *s, collar_step_t *t,
             /* Everything this rank's contribution depends on is done. */
             s->agree_in = s->status != COLLAR_OK;
             s->agree_out = 0;
-            rc = PMPI_Iallreduce(&s->agree_in, &s->agree_out, 1, MPI_INT, MPI_MAX,
-                                 s->comm->private_comm, &t->req);
-        } else {
-            rc = PMPI_Iallreduce(t->u.allreduce.sbuf, t->u.allreduce.rbuf,
-                                 t->u.allreduce.count, t->u.allreduce.dt,
-                                 t->u.allreduce.op, step_comm(s, t), &t->req);
         }
+        rc = t->u.allreduce.blocking ? coll_blocking(s, t)
+             : t->kind == COLLAR_STEP_AGREE
+             ? PMPI_Iallreduce(&s->agree_in, &s->agree_out, 1, MPI_INT, MPI_MAX,
+                               s->comm->private_comm, &t->req)
+             : PMPI_Iallreduce(t->u.allreduce.sbuf, t->u.allreduce.rbuf,
+                               t->u.allreduce.count, t->u.allreduce.dt,
+                               t->u.allreduce.op, step_comm(s, t), &t->req);
         if (rc != MPI_SUCCESS) {
             *mpi_rc = rc;
             return COLLAR_ERR_MPI;
         }
         s->coll_issued++;
         maybe_pass_turn(s);
-        t->state = STEP_ACTIVE;
+        if (t->u.allreduce.blocking) {
+            coll_done(s, t);
+            t->state = STEP_DONE;
+        } else {
+            t->state = STEP_ACTIVE;
+        }
         return COLLAR_OK;
     case COLLAR_STEP_REQUEST:
         t->req = *t->u.request.req;
@@ -778,16 +850,8 @@ static collar_status_t step_test(collar_sched_t *s, collar_step_t *t)
         sched_fail(s, COLLAR_ERR_MPI, rc);
         return COLLAR_OK;
     }
-    const int folded = t->kind == COLLAR_STEP_IALLREDUCE
-                       && t->u.allreduce.fold != NULL;
-    if (flag && folded) {
-        s->agree_out = !fold_is(t->u.allreduce.fold, t->u.allreduce.fold_dt,
-                                !t->u.allreduce.fold_fail);
-    }
-    if (flag && (t->kind == COLLAR_STEP_AGREE || folded) && s->agree_out && !s->agree_in && s->status == COLLAR_OK) {
-        collar_error(COLL, "schedule %llu failed on another rank; its result "
-                     "here is not complete", (unsigned long long)s->seq);
-        sched_fail(s, COLLAR_ERR_MPI, MPI_ERR_OTHER);
+    if (flag && (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE)) {
+        coll_done(s, t);
     }
     return flag ? COLLAR_OK : COLLAR_INPROGRESS;
 }

@@ -4,6 +4,7 @@
  * make eligible), agree (COLLAR_CHECK), build the schedule, then run it
  * (blocking), hand it to progress behind a request (nonblocking) or keep
  * it for each MPI_Start (persistent), and record the call's statistics.
+ * A small blocking schedule is kept for the next identical call (kept_t).
  * Calls collar does not take over go to the MPI library as they are, so
  * that its errors are its own.  The six entry points (src/interpose/
  * allreduce.c) come here past their short ways (collar_paths).
@@ -234,6 +235,111 @@ static void plan_chosen(MPI_Comm comm, const collar_select_key_t *key,
     }
 }
 
+/*
+ * The last small blocking schedule run on a communicator, kept on collar's
+ * state of it (cstate->kept) for the next call with the same arguments and
+ * plan: rewound and run again (collar_sched_rewind) instead of built and
+ * freed, its staging held meanwhile.  A program that repeats one small
+ * allreduce (an optimizer step's scalar, a loss) pays neither the
+ * schedule's allocations nor the staging pool's lock per call.  Only a
+ * staged or chunked schedule whose collectives block (one chunk), of at
+ * most KEEP_MAX bytes, that ran through on its own
+ * staging; not with the staging pool off (COLLAR_STAGING_POOL=0 asks for
+ * an allocation per call) nor under observation (which notes each call's
+ * buffers).  A kept schedule holds no reference on the state (it would
+ * never be freed): it is released with it.
+ */
+enum { KEEP_MAX = 64 * 1024 };
+
+typedef struct {
+    collar_sched_t *s;      /* NULL: taken by the call running it */
+    collar_call_t   call;
+    collar_alg_t    alg;
+    size_t          chunk;
+} kept_t;
+
+/* The same call as far as its schedule goes: buffers, count, the datatype's
+ * layout (a handle freed and made again may name another one), op. */
+static int same_call(const collar_call_t *a, const collar_call_t *b)
+{
+    return a->sbuf == b->sbuf && a->rbuf == b->rbuf && a->count == b->count
+           && a->dtype == b->dtype && a->op == b->op && a->in_place == b->in_place
+           && a->type_size == b->type_size && a->bytes == b->bytes
+           && a->lo == b->lo && a->span == b->span && a->dense == b->dense
+           && a->extent == b->extent && a->true_extent == b->true_extent
+           && a->cdt == b->cdt && a->cop == b->cop && a->mem == b->mem
+           && a->dev == b->dev && a->blocking == b->blocking;
+}
+
+static void kept_destroy(collar_sched_t *s)
+{
+    s->comm = NULL;   /* its reference was dropped when it was kept */
+    collar_sched_destroy(s);
+}
+
+static void kept_release(void *p)
+{
+    kept_t *k = p;
+    if (k->s != NULL) {
+        kept_destroy(k->s);
+    }
+    free(k);
+}
+
+/* The kept schedule of this call, rewound (NULL: none fits). */
+static collar_sched_t *kept_take(collar_comm_t *c, const collar_call_t *call,
+                                 const collar_plan_t *plan)
+{
+    kept_t *k = c->kept;
+    if (k == NULL || k->s == NULL || k->alg != plan->alg
+        || k->chunk != plan->chunk || !same_call(&k->call, call)) {
+        return NULL;
+    }
+    collar_sched_t *s = k->s;
+    k->s = NULL;
+    collar_comm_ref(c);
+    collar_sched_rewind(s);
+    s->seq = c->next_seq++;   /* as collar_sched_create: alike on every rank */
+    return s;
+}
+
+/* After its blocking run: keep `s` for the next call (1), or not (0: the
+ * caller destroys it). */
+static int kept_put(collar_comm_t *c, collar_sched_t *s,
+                    const collar_call_t *call, const collar_plan_t *plan)
+{
+    if (!s->run_here || s->status != COLLAR_OK || call->bytes > KEEP_MAX
+        || collar_cfg.staging_pool == 0 || collar_observe
+        || (plan->alg != COLLAR_ALG_STAGED && plan->alg != COLLAR_ALG_CHUNKED)) {
+        return 0;   /* ipc's: its region is the communicator's latest */
+    }
+    for (int i = 0; i < s->nstaging; i++) {
+        if (s->staging_scratch[i] == 2) {
+            return 0;   /* heap memory of a failed allocation */
+        }
+    }
+    kept_t *k = c->kept;
+    if (k == NULL) {
+        k = calloc(1, sizeof(*k));
+        if (k == NULL) {
+            return 0;
+        }
+        c->kept = k;
+        c->kept_release = kept_release;
+    }
+    if (k->s != NULL) {
+        kept_destroy(k->s);
+    }
+    k->s = s;
+    k->call = *call;
+    k->alg = plan->alg;
+    k->chunk = plan->chunk;
+    /* Not the last reference: the caller is inside a call on the
+     * communicator, whose attribute holds one. */
+    collar_comm_unref(c);
+    return 1;
+}
+
 /* An allreduce collar may take over: its buffers are classified (rkind,
  * skind), and it is not a host call that host_direct hands on.  Apart from
  * collar_allreduce so that the short ways there pay for none of this
@@ -266,6 +372,7 @@ static int allreduce_run(const collar_allreduce_args_t *a,
                ? COLLAR_MEM_DEVICE : COLLAR_MEM_HOST;
     call.rmem = rkind;
     call.dev = collar_engine.dev;
+    call.blocking = request == NULL && !a->persistent;
 
     collar_select_key_t key = {
         .coll = COLLAR_COLL_ALLREDUCE,
@@ -312,8 +419,11 @@ static int allreduce_run(const collar_allreduce_args_t *a,
      * nonblocking or persistent start, which would wait for the other
      * ranks (collar_comm_get). */
     const int blocking = request == NULL;
-    collar_comm_t *cstate = NULL;
-    collar_status_t st = collar_comm_get(comm, blocking, &cstate);
+    collar_comm_t *cstate = shape_of;
+    collar_status_t st = COLLAR_OK;
+    if (cstate == NULL || (blocking && cstate->setup == COLLAR_COMM_LATER)) {
+        st = collar_comm_get(comm, blocking, &cstate);
+    }
     if (st == COLLAR_OK && cstate->setup != COLLAR_COMM_READY) {
         /* No communicator of collar's (yet): the application's own
          * collective, on host copies of the device buffers. */
@@ -340,7 +450,9 @@ static int allreduce_run(const collar_allreduce_args_t *a,
     }
 
     collar_sched_t *s = NULL;
-    if (st == COLLAR_OK) {
+    const int reused = st == COLLAR_OK && call.blocking
+                       && (s = kept_take(cstate, &call, &plan)) != NULL;
+    if (st == COLLAR_OK && !reused) {
         st = collar_sched_create(cstate, collar_engine.dev, &s);
     }
     if (st == COLLAR_OK) {
@@ -358,7 +470,9 @@ static int allreduce_run(const collar_allreduce_args_t *a,
             collar_sched_observe_buffers(s, send + call.lo, call.span,
                                          (char *)rbuf + call.lo, call.span);
         }
-        st = build(&call, &plan, s);
+        if (!reused) {
+            st = build(&call, &plan, s);
+        }
         if (st == COLLAR_OK && stat != NULL) {
             stat->alg = s->stats.alg;
         }
@@ -403,7 +517,9 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         stat->alg = s->stats.alg;
     }
     last_alg = (int)s->stats.alg;
-    collar_sched_destroy(s);
+    if (!kept_put(cstate, s, &call, &plan)) {
+        collar_sched_destroy(s);
+    }
     if (stat != NULL) {
         stats_done(stat, t0);
     }

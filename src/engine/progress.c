@@ -289,9 +289,35 @@ static void run_add(collar_sched_t *s)
     thread_wake();
 }
 
+/*
+ * A schedule whose collectives block (collar_sched_block_colls): run by the
+ * calling thread alone, off the list and outside the lock, so that while it
+ * waits in the MPI library's allreduce the progress thread and the other
+ * threads go on with the operations that are listed.  Between its steps it
+ * advances those too, as a blocking call does; inside the library's
+ * allreduce only the progress thread does (docs/reliability.md, "Progress
+ * without a progress thread").  Its turn among the schedules of its
+ * communicator is kept as theirs: comm->coll_turn is atomic.
+ */
+static collar_status_t run_blocking_here(collar_sched_t *s)
+{
+    for (unsigned spins = 0;; spins++) {
+        if (collar_sched_progress(s) == COLLAR_OK) {
+            return s->status;
+        }
+        collar_progress_all();
+        if (spins > 64) {
+            sched_yield();
+        }
+    }
+}
+
 collar_status_t collar_run_blocking(collar_sched_t *s)
 {
     s->blocking = 1;   /* its caller waits: serial device steps are waited for */
+    if (s->run_here) {
+        return run_blocking_here(s);
+    }
     run_add(s);
     for (unsigned spins = 0;; spins++) {
         pthread_mutex_lock(&prog_lock);

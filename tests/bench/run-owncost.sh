@@ -1,7 +1,7 @@
 #!/bin/sh
 # collar's own cost per call, apart from the device: an allreduce of 8 B,
 # 64 B and 1 KiB (MPI_INT, MPI_SUM) on 2 ranks, in separate runs of
-# bench_passthrough alternating (ROUNDS rounds, 5):
+# bench_passthrough alternating (ROUNDS rounds, 7):
 #   baseline  the same call on host buffers, collar not preloaded;
 #   staged    collar on the sim device (every buffer is device memory) with
 #             COLLAR_SIM_INLINE=1, COLLAR_ALGORITHM=staged;
@@ -13,11 +13,14 @@
 # size, the median us per call of each setting and collar's own cost: the
 # median over rounds of (collar - baseline).
 # SIZES="8 64 1024" (the default) sets the sizes (tests/gpu/run.sh adds 8192).
+# Batches are short (ITERS 200 calls, BATCHES 41 of them): on a loaded
+# machine a rank descheduled for milliseconds spoils the batch it falls
+# in, and the median over many short batches leaves those out.
 # Usage (from the build tree): make -C tests bench-owncost [ROUNDS=N ITERS=N]
 #   or: MPIRUN=mpirun LIBCOLLAR=src/.libs/libcollar.so run-owncost.sh PROGRAM
 set -eu
 prog=$1
-rounds=${ROUNDS:-5}
+rounds=${ROUNDS:-7}
 . "$(dirname "$0")/bench_lib.sh"
 
 # run BYTES PRELOAD [VAR=VALUE ...]: one run; prints its us per call.
@@ -27,7 +30,7 @@ run() {
     shift 2
     # shellcheck disable=SC2086
     "$MPIRUN" $opts -np 2 env ${preload:+LD_PRELOAD=$preload} "$@" "$prog" \
-        --bytes "$bytes" --type int --iters "${ITERS:-2000}" --batches "${BATCHES:-31}" \
+        --bytes "$bytes" --type int --iters "${ITERS:-200}" --batches "${BATCHES:-41}" \
         | sed -n 's/^\([0-9.]*\) us, library thread level [0-9]*$/\1/p'
 }
 

@@ -4,7 +4,9 @@
  *
  * Each case starts a nonblocking allreduce on every rank; then rank 0 blocks
  * in another MPI call (MPI_Recv, MPI_Probe, MPI_Ssend, MPI_Sendrecv,
- * MPI_Barrier, MPI_Bcast, PMPI_Wait on the request itself) that can only
+ * MPI_Barrier, MPI_Bcast, PMPI_Wait on the request itself, a small
+ * MPI_Allreduce of device memory on another communicator, which collar
+ * issues as the library's blocking allreduce) that can only
  * return once rank 1 has finished its
  * MPI_Wait on the allreduce, which needs rank 0's chunks.  Without
  * progress outside collar's wait wrappers, this hangs.  The reduced values
@@ -26,10 +28,11 @@
 #include <string.h>
 
 enum { BLOCK_RECV, BLOCK_PROBE, BLOCK_SSEND, BLOCK_SENDRECV, BLOCK_P2P,
-       BLOCK_BARRIER = BLOCK_P2P, BLOCK_BCAST, BLOCK_PMPI_WAIT, BLOCK_COUNT };
+       BLOCK_BARRIER = BLOCK_P2P, BLOCK_BCAST, BLOCK_PMPI_WAIT,
+       BLOCK_ALLREDUCE, BLOCK_COUNT };
 static const char *const block_names[] = {
     "MPI_Recv", "MPI_Probe", "MPI_Ssend", "MPI_Sendrecv", "MPI_Barrier",
-    "MPI_Bcast", "PMPI_Wait"
+    "MPI_Bcast", "PMPI_Wait", "MPI_Allreduce"
 };
 
 static void fill(float *buf, int count, int rank, int round)
@@ -56,6 +59,22 @@ static void check(const float *buf, int count, int size, int round,
         }
     }
     tu_check(bad == 0, what, "%d wrong elements, first at %d", bad, first);
+}
+
+/* An allreduce of two ints of device memory, checked: small enough for
+ * one chunk, which collar runs as the library's blocking allreduce. */
+static void small_allreduce(int *pair, int *dpair, int round, int size,
+                            MPI_Comm comm, const char *what)
+{
+    pair[0] = round;
+    pair[1] = 1;
+    tu_dev_put(dpair, pair, 2 * sizeof(int));
+    tu_check_rc(MPI_Allreduce(MPI_IN_PLACE, dpair, 2, MPI_INT, MPI_SUM, comm),
+                what);
+    tu_dev_get(pair, dpair, 2 * sizeof(int));
+    tu_check(pair[0] == size * round && pair[1] == size, what,
+             "small allreduce gave %d %d, want %d %d", pair[0], pair[1],
+             size * round, size);
 }
 
 int main(int argc, char **argv)
@@ -90,6 +109,12 @@ int main(int argc, char **argv)
     }
     const size_t bytes = (size_t)count * sizeof(float);
     float *dsbuf = tu_dev_mirror(sbuf, bytes), *drbuf = tu_dev_mirror(rbuf, bytes);
+    /* The small allreduce's communicator, made (with collar's own) by a
+     * first blocking call, and its device buffer. */
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    int pair[2] = { 1, rank }, *dpair = tu_dev_mirror(pair, sizeof(pair));
+    MPI_Allreduce(MPI_IN_PLACE, dpair, 2, MPI_INT, MPI_SUM, dup);
     for (int round = 0; round < 2 * ncases; round++) {
         const int how = round % ncases;
         const int in_place = round >= ncases;
@@ -138,6 +163,9 @@ int main(int argc, char **argv)
                 PMPI_Wait(&req, MPI_STATUS_IGNORE);
                 MPI_Recv(&token, 1, MPI_INT, 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 break;
+            case BLOCK_ALLREDUCE:
+                small_allreduce(pair, dpair, round, size, dup, what);
+                break;
             }
             tu_check(token == round, what, "token %d, want %d", token, round);
             MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -169,7 +197,9 @@ int main(int argc, char **argv)
                     break;
                 }
             }
-            if (how == BLOCK_BARRIER) {
+            if (how == BLOCK_ALLREDUCE) {
+                small_allreduce(pair, dpair, round, size, dup, what);
+            } else if (how == BLOCK_BARRIER) {
                 MPI_Barrier(MPI_COMM_WORLD);
             } else if (how == BLOCK_BCAST) {
                 MPI_Bcast(&token, 1, MPI_INT, 1, MPI_COMM_WORLD);
@@ -180,6 +210,8 @@ int main(int argc, char **argv)
     }
     tu_dev_unmirror(dsbuf, sbuf);
     tu_dev_unmirror(drbuf, rbuf);
+    tu_dev_unmirror(dpair, pair);
+    MPI_Comm_free(&dup);
     free(sbuf);
     free(rbuf);
     int rc = tu_finish();

@@ -1105,6 +1105,49 @@ static void test_fold_agree(void)
     }
 }
 
+/* Which schedules issue their collectives blocking: a blocking call's
+ * one-chunk staged or chunked allreduce (folded or not), every collective
+ * of it; not a nonblocking call's, nor a pipeline of several chunks. */
+static void test_block_colls(void)
+{
+    char *sb = (char *)((uintptr_t)1 << 44), *rb = (char *)((uintptr_t)1 << 45);
+    collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = 2,
+                           .rank = 0, .tag_ub = 32767 };
+    static const struct {
+        int blocking; collar_op_t cop; size_t chunk; int blocks;
+    } cases[] = {
+        { 1, COLLAR_OP_SUM, 0, 1 },     /* folded: one allreduce */
+        { 1, COLLAR_OP_BXOR, 0, 1 },    /* and the agreement apart */
+        { 1, COLLAR_OP_SUM, 4096, 1 },  /* chunked, one chunk */
+        { 0, COLLAR_OP_SUM, 0, 0 },     /* nonblocking */
+        { 1, COLLAR_OP_SUM, 64, 0 },    /* chunked, 16 chunks */
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        collar_call_t call = dense_call(256, 4, COLLAR_DT_INT32,
+                                        MPI_DATATYPE_NULL, sb, rb);
+        call.cop = cases[k].cop;
+        call.blocking = cases[k].blocking;
+        collar_status_t st;
+        collar_sched_t *s = build(&comm, cases[k].chunk ? collar_algo_chunked_build
+                                                        : collar_algo_staged_build,
+                                  &call, cases[k].chunk, &st);
+        UNIT_CHECK(st == COLLAR_OK, "case %zu: build status %d", k, st);
+        int colls = 0, blocked = 0;
+        for (int i = 0; i < s->nsteps; i++) {
+            const collar_step_t *t = &s->steps[i];
+            if (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE) {
+                colls++;
+                blocked += t->u.allreduce.blocking != 0;
+            }
+        }
+        UNIT_CHECK(s->blocking == cases[k].blocks
+                   && blocked == (cases[k].blocks ? colls : 0),
+                   "case %zu: run here %d, %d of %d collectives block", k,
+                   s->blocking, blocked, colls);
+        collar_sched_destroy(s);
+    }
+}
+
 int main(int argc, char **argv)
 {
     collar_config_load();
@@ -1116,6 +1159,9 @@ int main(int argc, char **argv)
     }
     if (want(argc, argv, "test_fold_agree")) {
         test_fold_agree();
+    }
+    if (want(argc, argv, "test_block_colls")) {
+        test_block_colls();
     }
     if (want(argc, argv, "test_huge_chunk")) {
         test_huge_chunk();
