@@ -1140,10 +1140,10 @@ static void test_block_colls(void)
                 blocked += t->u.allreduce.blocking != 0;
             }
         }
-        UNIT_CHECK(s->blocking == cases[k].blocks
+        UNIT_CHECK(s->run_here == cases[k].blocks
                    && blocked == (cases[k].blocks ? colls : 0),
                    "case %zu: run here %d, %d of %d collectives block", k,
-                   s->blocking, blocked, colls);
+                   s->run_here, blocked, colls);
         collar_sched_destroy(s);
     }
 }
