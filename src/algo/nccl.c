@@ -209,6 +209,7 @@ typedef struct nccl_state {
  */
 static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
 static nccl_state_t *retired;
+static int nretired;   /* atomic: read without the lock, to skip it */
 
 static void state_free(nccl_state_t *n)
 {
@@ -220,7 +221,7 @@ static void state_free(nccl_state_t *n)
  * failed is aborted); waits up to wait_s seconds for the rest. */
 static void nccl_poll_retired(double wait_s)
 {
-    if (wait_s <= 0 && __atomic_load_n(&retired, __ATOMIC_ACQUIRE) == NULL) {
+    if (wait_s <= 0 && __atomic_load_n(&nretired, __ATOMIC_ACQUIRE) == 0) {
         return;
     }
     struct timespec t0;
@@ -244,6 +245,7 @@ static void nccl_poll_retired(double wait_s)
                 nc.comm_abort(n->comm);
             }
             *pp = n->next;
+            __atomic_sub_fetch(&nretired, 1, __ATOMIC_ACQ_REL);
             state_free(n);
         }
         struct timespec t;
@@ -281,6 +283,7 @@ static void nccl_release(void *p)
     pthread_mutex_lock(&retired_lock);
     n->next = retired;
     retired = n;
+    __atomic_add_fetch(&nretired, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&retired_lock);
     nccl_poll_retired(0);
 }
@@ -590,10 +593,10 @@ static collar_status_t issue_on_stream(void *native, void *arg)
     /* On a non-blocking communicator ncclInProgress: the operation is in
      * the stream (and the event recorded after this returns follows it)
      * only once ncclCommGetAsyncError says ncclSuccess, and no other NCCL
-     * call may come before (NCCL user guide, "Fault Tolerance" and
-     * ncclCommGetAsyncError: "If any NCCL function returns
-     * ncclInProgress, users must query the communicator state until it
-     * becomes ncclSuccess before calling another NCCL function"). */
+     * call may come before (NCCL API reference, ncclCommGetAsyncError:
+     * ncclInProgress means the operation is being enqueued in the
+     * background, and the communicator's state must be queried until it
+     * is ncclSuccess before another NCCL call). */
     unsigned spins = 0;
     while (o->r == NCCL_IN_PROGRESS) {
         if (nc.async_error(o->comm, &o->r) != NCCL_SUCCESS) {
