@@ -184,6 +184,10 @@ int collar_algo_nccl_eligible_call(const collar_call_t *call);
 void collar_algo_nccl_eligible(const collar_call_t *call, collar_comm_t *comm,
                                int blocking, collar_in_turn_fn_t in_turn,
                                collar_plan_t *plan);
+/* At MPI_Finalize, after the communicators are released: destroys the NCCL
+ * communicators whose (collective) finalization was started by their
+ * release, waiting for it a bounded while. */
+void collar_algo_nccl_finalize(void);
 
 /*
  * Blocks of a message cut among n: block b of `count` elements starts at

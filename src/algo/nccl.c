@@ -7,11 +7,13 @@
  *
  * One NCCL communicator per application communicator (comm->nccl), made
  * at nccl's first blocking allreduce on it, in the communicator's turn
- * (collar_run_in_turn, as hier's communicators): rank 0 of the private
- * communicator takes a unique id (ncclGetUniqueId), broadcasts it on a
- * duplicate of the private communicator, and every rank calls
- * ncclCommInitRankConfig (non-blocking) or ncclCommInitRank with the
- * device of the call's buffer current (NCCL user guide, "Creating a
+ * (collar_run_in_turn, as hier's communicators): every rank's readiness
+ * is agreed first (a rank without the library would leave the others in
+ * NCCL's init), then rank 0 of the private communicator takes a unique
+ * id (ncclGetUniqueId), broadcasts it on a duplicate of the private
+ * communicator, and every rank calls ncclCommInitRankConfig
+ * (non-blocking; NCCL >= 2.14 is required) with the device of the call's
+ * buffer current (NCCL user guide, "Creating a
  * Communicator": the id from ncclGetUniqueId "has to be broadcast to all
  * participating threads and processes", e.g. with MPI; API reference,
  * ncclCommInitRank: each rank is associated to the CUDA device set before
@@ -21,9 +23,11 @@
  * and may lead to hangs"; NCCL refuses it with ncclInvalidUsage and
  * "Duplicate GPU detected"), every rank aborts its communicator and the
  * algorithm falls back on every rank alike, said once with NCCL's last
- * error (ncclGetLastError, whose comm argument "can be set to NULL").  A nonblocking or persistent start never makes
- * it (it would wait for the other ranks): until a blocking allreduce has,
- * those fall back, like hier.
+ * error (ncclGetLastError, whose comm argument "can be set to NULL").  A
+ * nonblocking or persistent start never makes it (it would wait for the
+ * other ranks): until a blocking allreduce has, those fall back, like
+ * hier; and under COLLAR_SYNC=device they always do (nccl_order).  The
+ * communicator's release is not collective (nccl_release).
  *
  * A call: the caller's queued device work first (nccl_order), then one CALL
  * step that issues ncclAllReduce on collar's stream of the buffer's device
@@ -44,8 +48,10 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* NCCL's types, as nccl.h declares them (values from NCCL 2.x's nccl.h;
  * collar does not need the header to build). */
@@ -68,19 +74,18 @@ static struct {
     void          *lib;
     char           why[200];   /* when lib is NULL */
     nccl_result_t (*get_unique_id)(nccl_unique_id_t *id);
-    nccl_result_t (*comm_init_rank)(nccl_comm_t *comm, int nranks,
-                                    nccl_unique_id_t id, int rank);
     nccl_result_t (*all_reduce)(const void *sbuf, void *rbuf, size_t count,
                                 int dt, int op, nccl_comm_t comm, void *stream);
     nccl_result_t (*comm_destroy)(nccl_comm_t comm);
     const char   *(*error_string)(nccl_result_t r);
     const char   *(*last_error)(nccl_comm_t comm);   /* NCCL >= 2.13; may be NULL */
-    /* NCCL >= 2.14, for a non-blocking init; may be NULL (blocking init). */
+    /* NCCL >= 2.14: the non-blocking communicator collar needs. */
     nccl_result_t (*comm_init_config)(nccl_comm_t *comm, int nranks,
                                       nccl_unique_id_t id, int rank,
                                       void *config);
     nccl_result_t (*async_error)(nccl_comm_t comm, nccl_result_t *r);
     nccl_result_t (*comm_abort)(nccl_comm_t comm);
+    nccl_result_t (*comm_finalize)(nccl_comm_t comm);
 } nc = { .once = PTHREAD_ONCE_INIT };
 
 static void nccl_load(void)
@@ -97,7 +102,6 @@ static void nccl_load(void)
         return;
     }
     *(void **)&nc.get_unique_id = dlsym(lib, "ncclGetUniqueId");
-    *(void **)&nc.comm_init_rank = dlsym(lib, "ncclCommInitRank");
     *(void **)&nc.all_reduce = dlsym(lib, "ncclAllReduce");
     *(void **)&nc.comm_destroy = dlsym(lib, "ncclCommDestroy");
     *(void **)&nc.error_string = dlsym(lib, "ncclGetErrorString");
@@ -105,11 +109,22 @@ static void nccl_load(void)
     *(void **)&nc.comm_init_config = dlsym(lib, "ncclCommInitRankConfig");
     *(void **)&nc.async_error = dlsym(lib, "ncclCommGetAsyncError");
     *(void **)&nc.comm_abort = dlsym(lib, "ncclCommAbort");
-    if (nc.get_unique_id == NULL || nc.comm_init_rank == NULL
-        || nc.all_reduce == NULL || nc.comm_destroy == NULL
-        || nc.error_string == NULL) {
+    *(void **)&nc.comm_finalize = dlsym(lib, "ncclCommFinalize");
+    if (nc.get_unique_id == NULL || nc.all_reduce == NULL
+        || nc.comm_destroy == NULL || nc.error_string == NULL
+        || nc.async_error == NULL || nc.comm_abort == NULL) {
         snprintf(nc.why, sizeof(nc.why), "NCCL is not available "
                  "(libnccl.so.2 lacks ncclAllReduce or its companions)");
+        dlclose(lib);
+        return;
+    }
+    if (nc.comm_init_config == NULL || nc.comm_finalize == NULL) {
+        /* Before 2.14 only the blocking ncclCommInitRank: a rank whose
+         * peer's init failed would wait in it for ever, and
+         * ncclCommDestroy would be the only (blocking, intra-node
+         * collective) teardown. */
+        snprintf(nc.why, sizeof(nc.why),
+                 "NCCL older than 2.14 (no ncclCommInitRankConfig)");
         dlclose(lib);
         return;
     }
@@ -153,24 +168,131 @@ int collar_algo_nccl_eligible_call(const collar_call_t *call)
 
 /* ---------------------------------------------------------- communicator */
 
+/* A wait's turn of the loop: the others' threads (and the MPI library's
+ * progress) get the processor, then the wait backs off to sleeps. */
+static void nccl_pause(unsigned *spins)
+{
+    ++*spins;
+    if (*spins > 4096) {
+        const struct timespec ts = { 0, 50000 };
+        nanosleep(&ts, NULL);
+    } else if (*spins > 64) {
+        sched_yield();
+    }
+}
+
 /* comm->nccl: NCCL's communicator and the stream of its own that its
  * operations run on (one per communicator: an NCCL operation waits on
  * its stream for the other ranks, and ranks may start operations on two
- * communicators in opposite orders, as MPI allows). */
-typedef struct {
+ * communicators in opposite orders, as MPI allows).  nonblocking: no
+ * rank waits for the caller's work device-wide (COLLAR_SYNC=device on
+ * none), so that nonblocking and persistent calls may run NCCL. */
+typedef struct nccl_state {
     nccl_comm_t            comm;
     collar_stream_t       *stream;
     const collar_device_t *dev;
+    int                    nonblocking;
+    struct nccl_state     *next;   /* on the retired list */
 } nccl_state_t;
+
+/*
+ * Teardown.  ncclCommFinalize and ncclCommDestroy (which finalizes a
+ * communicator not yet finalized) are intra-node collectives (NCCL API
+ * reference: "all ranks on the same node should call" them "to avoid a
+ * hang"), while MPI_Comm_free, where collar lets its communicator go, is
+ * local: ranks may free communicators in any order.  So the release only
+ * starts ncclCommFinalize, which on a non-blocking communicator returns
+ * ncclInProgress at once, and puts the communicator on the retired list;
+ * ncclCommDestroy, purely local once the finalization is over
+ * (ncclCommGetAsyncError says ncclSuccess), comes from nccl_poll_retired:
+ * at nccl's next communicator, release or call, and at MPI_Finalize.
+ */
+static pthread_mutex_t retired_lock = PTHREAD_MUTEX_INITIALIZER;
+static nccl_state_t *retired;
+static int nretired;   /* atomic: read without the lock, to skip it */
+
+static void state_free(nccl_state_t *n)
+{
+    n->dev->stream_free(n->stream);
+    free(n);
+}
+
+/* Destroys the retired communicators whose finalization is over (one that
+ * failed is aborted); waits up to wait_s seconds for the rest. */
+static void nccl_poll_retired(double wait_s)
+{
+    if (wait_s <= 0 && __atomic_load_n(&nretired, __ATOMIC_ACQUIRE) == 0) {
+        return;
+    }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    unsigned spins = 0;
+    pthread_mutex_lock(&retired_lock);
+    for (;;) {
+        for (nccl_state_t **pp = &retired; *pp != NULL;) {
+            nccl_state_t *n = *pp;
+            nccl_result_t r = NCCL_IN_PROGRESS;
+            if (nc.async_error(n->comm, &r) != NCCL_SUCCESS) {
+                r = NCCL_INVALID_ARGUMENT;
+            }
+            if (r == NCCL_IN_PROGRESS) {
+                pp = &n->next;
+                continue;
+            }
+            if (r == NCCL_SUCCESS) {
+                nc.comm_destroy(n->comm);
+            } else {
+                nc.comm_abort(n->comm);
+            }
+            *pp = n->next;
+            __atomic_sub_fetch(&nretired, 1, __ATOMIC_ACQ_REL);
+            state_free(n);
+        }
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (retired == NULL
+            || (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec)
+               >= wait_s) {
+            break;
+        }
+        pthread_mutex_unlock(&retired_lock);
+        nccl_pause(&spins);
+        pthread_mutex_lock(&retired_lock);
+    }
+    const int left = retired != NULL && wait_s > 0;
+    pthread_mutex_unlock(&retired_lock);
+    if (left) {
+        collar_warn(COLL, "NCCL communicators still being finalized after "
+                    "%.0f s (a rank never freed its communicator?): left "
+                    "as they are", wait_s);
+    }
+}
 
 static void nccl_release(void *p)
 {
     nccl_state_t *n = p;
-    if (n != NULL) {
-        nc.comm_destroy(n->comm);
-        n->dev->stream_free(n->stream);
-        free(n);
+    if (n == NULL) {
+        return;
     }
+    nccl_result_t r = nc.comm_finalize(n->comm);
+    if (r != NCCL_SUCCESS && r != NCCL_IN_PROGRESS) {
+        nc.comm_abort(n->comm);
+        state_free(n);
+        return;
+    }
+    pthread_mutex_lock(&retired_lock);
+    n->next = retired;
+    retired = n;
+    __atomic_add_fetch(&nretired, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&retired_lock);
+    nccl_poll_retired(0);
+}
+
+void collar_algo_nccl_finalize(void)
+{
+    /* Every rank is in MPI_Finalize, its communicators released: their
+     * finalizations can all end. */
+    nccl_poll_retired(10.0);
 }
 
 /* ncclConfig_t as NCCL 2.14 declares it (nccl.h: NCCL reads the fields
@@ -197,23 +319,18 @@ static collar_status_t init_on_device(void *native, void *arg)
 {
     (void)native;
     make_args_t *m = arg;
-    if (nc.comm_init_config != NULL && nc.async_error != NULL
-        && nc.comm_abort != NULL) {
-        /* Non-blocking (NCCL >= 2.14, config.blocking = 0): the call may
-         * return ncclInProgress, and ncclCommGetAsyncError tells when the
-         * communicator is ready or failed (NCCL API reference,
-         * ncclCommInitRankConfig), so that a rank whose peer failed is not
-         * left waiting inside NCCL: nccl_make aborts it. */
-        nccl_config_t cfg = {
-            .size = sizeof(cfg), .magic = 0xcafebeef, .version = 21400,
-            .blocking = 0, .cga_cluster_size = NCCL_CONFIG_UNDEF_INT,
-            .min_ctas = NCCL_CONFIG_UNDEF_INT, .max_ctas = NCCL_CONFIG_UNDEF_INT,
-            .net_name = NULL, .split_share = NCCL_CONFIG_UNDEF_INT,
-        };
-        m->r = nc.comm_init_config(&m->comm, m->nranks, m->id, m->rank, &cfg);
-    } else {
-        m->r = nc.comm_init_rank(&m->comm, m->nranks, m->id, m->rank);
-    }
+    /* Non-blocking (config.blocking = 0): the call may return
+     * ncclInProgress, and ncclCommGetAsyncError tells when the
+     * communicator is ready or failed (NCCL API reference,
+     * ncclCommInitRankConfig), so that a rank whose peer failed is not
+     * left waiting inside NCCL: nccl_make aborts it. */
+    nccl_config_t cfg = {
+        .size = sizeof(cfg), .magic = 0xcafebeef, .version = 21400,
+        .blocking = 0, .cga_cluster_size = NCCL_CONFIG_UNDEF_INT,
+        .min_ctas = NCCL_CONFIG_UNDEF_INT, .max_ctas = NCCL_CONFIG_UNDEF_INT,
+        .net_name = NULL, .split_share = NCCL_CONFIG_UNDEF_INT,
+    };
+    m->r = nc.comm_init_config(&m->comm, m->nranks, m->id, m->rank, &cfg);
     return COLLAR_OK;
 }
 
@@ -223,6 +340,20 @@ static _Thread_local const void *make_ptr;
 static _Thread_local const collar_device_t *make_dev;
 static char made_why[8][240];   /* agreed reasons, by ncclResult_t (capped) */
 
+
+/* This rank cannot go on with the init (its own failed, or it could not
+ * start it): every other rank is told, so that none waits for it. */
+static void tell_others(MPI_Comm side, int size, int rank, MPI_Request *reqs,
+                        int *sent)
+{
+    static const int v = 1;
+    for (int p = 0; reqs != NULL && p < size; p++) {
+        if (p != rank) {
+            PMPI_Isend(&v, 1, MPI_INT, p, 0, side, &reqs[p]);
+        }
+    }
+    *sent = reqs != NULL;
+}
 
 /*
  * Wait for this rank's init to finish while listening for the other ranks'
@@ -236,6 +367,7 @@ static nccl_result_t init_wait(make_args_t *m, MPI_Comm side, int size,
                                int *heard)
 {
     nccl_result_t r = m->r;
+    unsigned spins = 0;
     while (r == NCCL_IN_PROGRESS) {
         if (nc.async_error(m->comm, &r) != NCCL_SUCCESS) {
             r = -1;
@@ -252,18 +384,18 @@ static nccl_result_t init_wait(make_args_t *m, MPI_Comm side, int size,
             m->comm = NULL;
             return NCCL_REMOTE_ERROR;
         }
+        nccl_pause(&spins);
     }
-    if (r != NCCL_SUCCESS && reqs != NULL) {
-        static const int v = 1;
-        for (int p = 0; p < size; p++) {
-            if (p != rank) {
-                PMPI_Isend(&v, 1, MPI_INT, p, 0, side, &reqs[p]);
-            }
-        }
-        *sent = 1;
+    if (r != NCCL_SUCCESS) {
+        tell_others(side, size, rank, reqs, sent);
     }
     return r;
 }
+
+/* Why a rank cannot take part, agreed before any rank calls NCCL's init
+ * (the worst on every rank): a rank that is not there would leave the
+ * others waiting in it. */
+enum { NCCL_READY = 0, NCCL_NO_SETUP = 1, NCCL_NO_LIBRARY = 2 };
 
 static void nccl_make(collar_comm_t *c)
 {
@@ -279,35 +411,52 @@ static void nccl_make(collar_comm_t *c)
         return;
     }
     PMPI_Comm_set_errhandler(side, MPI_ERRORS_RETURN);
-    /* 0 on rank 0: it has an id to give. */
-    struct { int ok; nccl_unique_id_t id; } root = { 0 };
     nccl_result_t r = NCCL_SUCCESS;
     collar_stream_t *stream = NULL;
     nccl_state_t *state = malloc(sizeof(*state));
-    int usable = nc.lib != NULL && make_dev != NULL && make_dev->issue_async != NULL
-                 && state != NULL && make_dev->stream_new(make_ptr, &stream) == COLLAR_OK;
-    if (c->rank == 0 && usable) {
-        root.ok = nc.get_unique_id(&root.id) == NCCL_SUCCESS;
+    int ready = nc.lib == NULL ? NCCL_NO_LIBRARY : NCCL_READY;
+    if (ready == NCCL_READY
+        && (make_dev == NULL || make_dev->issue_async == NULL || state == NULL
+            || make_dev->stream_new(make_ptr, &stream) != COLLAR_OK)) {
+        ready = NCCL_NO_SETUP;
     }
-    if (PMPI_Bcast(&root, (int)sizeof(root), MPI_BYTE, 0, side) != MPI_SUCCESS) {
-        root.ok = 0;
+    nccl_unique_id_t id;
+    memset(&id, 0, sizeof(id));
+    if (c->rank == 0 && ready == NCCL_READY
+        && nc.get_unique_id(&id) != NCCL_SUCCESS) {
+        ready = NCCL_NO_SETUP;
     }
-    /* r: 0 made, -1 collar's reason (no library, no stream, no id),
-     * else NCCL's error. */
+    /* Every rank's readiness, and whether some rank waits for the
+     * caller's work device-wide (COLLAR_SYNC=device, which decides the
+     * nonblocking calls: collar_algo_nccl_eligible), then the id. */
+    int mine[2] = { ready, collar_cfg.sync == COLLAR_SYNC_DEVICE };
+    int agreed[2] = { NCCL_NO_SETUP, 1 };
+    if (PMPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MAX, side) != MPI_SUCCESS) {
+        agreed[0] = NCCL_NO_SETUP;
+    }
+    if (agreed[0] == NCCL_READY
+        && PMPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, side) != MPI_SUCCESS) {
+        agreed[0] = NCCL_NO_SETUP;   /* (a failed broadcast fails everywhere) */
+    }
+    /* r: 0 made, -1 collar's reason (no library, no stream, no id), else
+     * NCCL's error. */
     int sent = 0, heard = 0;
     MPI_Request *reqs = malloc((size_t)c->size * sizeof(*reqs));
     for (int p = 0; reqs != NULL && p < c->size; p++) {
         reqs[p] = MPI_REQUEST_NULL;
     }
-    if (!usable || !root.ok) {
+    if (agreed[0] != NCCL_READY) {
         r = -1;
     } else {
-        m.id = root.id;
+        m.id = id;
         collar_event_t ev;
         if (make_dev->issue_async(stream, init_on_device, &m, &ev) != COLLAR_OK) {
             r = -1;
+            tell_others(side, c->size, c->rank, reqs, &sent);
         } else {
+            unsigned spins = 0;
             while (make_dev->event_query(&ev) == COLLAR_INPROGRESS) {
+                nccl_pause(&spins);
             }
             r = init_wait(&m, side, c->size, c->rank, reqs, &sent, &heard);
         }
@@ -315,11 +464,11 @@ static void nccl_make(collar_comm_t *c)
     /* The worst outcome, on every rank: collar's own (-1) counts worst,
      * an abort because another rank failed (1) least, NCCL's own errors
      * (16 + code) between; and the notices to take. */
-    int mine[2] = { r < 0 ? INT_MAX : r == NCCL_SUCCESS ? 0
-                    : r == NCCL_REMOTE_ERROR && heard ? 1 : 16 + r,
-                    sent }, all[2] = { INT_MAX, 0 };
-    if (PMPI_Allreduce(&mine[0], &all[0], 1, MPI_INT, MPI_MAX, side) != MPI_SUCCESS
-        || PMPI_Allreduce(&mine[1], &all[1], 1, MPI_INT, MPI_SUM, side) != MPI_SUCCESS) {
+    int out[2] = { r < 0 ? INT_MAX : r == NCCL_SUCCESS ? 0
+                   : r == NCCL_REMOTE_ERROR && heard ? 1 : 16 + r,
+                   sent }, all[2] = { INT_MAX, 0 };
+    if (PMPI_Allreduce(&out[0], &all[0], 1, MPI_INT, MPI_MAX, side) != MPI_SUCCESS
+        || PMPI_Allreduce(&out[1], &all[1], 1, MPI_INT, MPI_SUM, side) != MPI_SUCCESS) {
         all[0] = INT_MAX;
     }
     for (int k = heard + sent; k < all[1]; k++) {
@@ -337,7 +486,8 @@ static void nccl_make(collar_comm_t *c)
     PMPI_Comm_free(&side);
     const int worst = all[0] == INT_MAX || all[0] < 16 ? all[0] : all[0] - 16;
     if (worst == NCCL_SUCCESS) {
-        *state = (nccl_state_t){ .comm = m.comm, .stream = stream, .dev = make_dev };
+        *state = (nccl_state_t){ .comm = m.comm, .stream = stream, .dev = make_dev,
+                                 .nonblocking = !agreed[1] };
         c->nccl = state;
         c->nccl_release = nccl_release;
         c->nccl_made = 1;
@@ -350,18 +500,19 @@ static void nccl_make(collar_comm_t *c)
     if (m.comm != NULL && r != -1) {
         /* ncclCommAbort frees a communicator whatever its state, a failed
          * or unfinished init's too (NCCL API reference). */
-        if (nc.comm_abort != NULL) {
-            nc.comm_abort(m.comm);
-        } else {
-            nc.comm_destroy(m.comm);
-        }
+        nc.comm_abort(m.comm);
     }
     c->nccl_made = -1;
     const int slot = worst == INT_MAX ? 0 : (worst & 7);
     if (worst == INT_MAX) {
+        /* The same words on every rank but where this rank has the
+         * library's own reason (dlerror, or its version). */
         snprintf(made_why[slot], sizeof(made_why[slot]),
                  "nccl -> chunked: %s",
                  nc.lib == NULL ? nc.why
+                 : agreed[0] == NCCL_NO_LIBRARY
+                 ? "NCCL is not available on some rank (it could not be "
+                   "loaded there, or is older than 2.14)"
                  : "NCCL could not be set up on some rank (no device "
                    "stream, or no unique id)");
     } else {
@@ -383,6 +534,7 @@ void collar_algo_nccl_eligible(const collar_call_t *call, collar_comm_t *comm,
     if (plan->alg != COLLAR_ALG_NCCL) {
         return;
     }
+    nccl_poll_retired(0);
     if (comm->nccl_made == 0 && blocking && in_turn != NULL) {
         /* The device of the call: the receive buffer's, or the send
          * buffer's where this rank receives into host memory. */
@@ -393,11 +545,22 @@ void collar_algo_nccl_eligible(const collar_call_t *call, collar_comm_t *comm,
             comm->nccl_made = -1;
         }
     }
-    if (comm->nccl_made == 1) {
+    if (comm->nccl_made == 1
+        && (blocking || ((const nccl_state_t *)comm->nccl)->nonblocking)) {
         return;
     }
     plan->alg = collar_call_chunkable(call) ? COLLAR_ALG_CHUNKED : COLLAR_ALG_STAGED;
-    if (comm->nccl_made == 0) {
+    if (comm->nccl_made == 1) {
+        /* An NCCL operation left in flight past its call waits for the
+         * other ranks; a device-wide wait for the caller's work (which
+         * COLLAR_SYNC=device does at every call) would wait for it, and
+         * the peer it waits for may be waiting for this rank: a
+         * deadlock.  So under that mode (on any rank: agreed when the
+         * communicator was made) only blocking calls run NCCL. */
+        plan->fallback = "nccl -> chunked: under COLLAR_SYNC=device only "
+                         "blocking allreduces run NCCL (a device-wide wait "
+                         "could wait for an NCCL operation in flight)";
+    } else if (comm->nccl_made == 0) {
         plan->fallback = "nccl -> chunked: nccl makes NCCL's communicator at "
                          "its first blocking allreduce on the communicator, "
                          "not in a nonblocking or persistent one";
@@ -427,26 +590,31 @@ static collar_status_t issue_on_stream(void *native, void *arg)
     nccl_op_t *o = arg;
     o->r = nc.all_reduce(o->sbuf, o->rbuf, o->count, o->dt, o->op, o->comm,
                          native);
+    /* On a non-blocking communicator ncclInProgress: the operation is in
+     * the stream (and the event recorded after this returns follows it)
+     * only once ncclCommGetAsyncError says ncclSuccess, and no other NCCL
+     * call may come before (NCCL API reference, ncclCommGetAsyncError:
+     * ncclInProgress means the operation is being enqueued in the
+     * background, and the communicator's state must be queried until it
+     * is ncclSuccess before another NCCL call). */
+    unsigned spins = 0;
+    while (o->r == NCCL_IN_PROGRESS) {
+        if (nc.async_error(o->comm, &o->r) != NCCL_SUCCESS) {
+            o->r = NCCL_INVALID_ARGUMENT;
+        }
+        nccl_pause(&spins);
+    }
     return o->r == NCCL_SUCCESS ? COLLAR_OK : COLLAR_ERR_DEVICE;
 }
 
-/* NCCL operations of this process issued and not known complete. */
-static int nccl_inflight;
-
-/* The CALL step in place of ORDER: the caller's queued device work first,
- * as for every algorithm, except that where an NCCL operation of this
- * process is in flight, a device-wide wait (COLLAR_SYNC=device) would wait
- * for it, and it waits for the other ranks, which may be about to start
- * this very operation's peers (operations on two communicators started in
- * opposite orders): then only the order of collar's streams after the
- * legacy default stream holds (docs/nccl.md). */
+/* The CALL step in place of ORDER: the caller's queued device work
+ * first, as for every algorithm.  Under COLLAR_SYNC=device no NCCL
+ * operation of this process is in flight past its own (blocking) call
+ * (collar_algo_nccl_eligible), so the device-wide wait never waits for
+ * one. */
 static collar_status_t nccl_order(collar_sched_t *s, void *arg)
 {
     (void)arg;
-    if (__atomic_load_n(&nccl_inflight, __ATOMIC_ACQUIRE) > 0
-        && collar_cfg.sync == COLLAR_SYNC_DEVICE) {
-        return COLLAR_OK;
-    }
     return s->dev->order_after_caller();
 }
 
@@ -475,7 +643,6 @@ static collar_status_t nccl_step(collar_sched_t *s, void *arg)
             return st;
         }
         o->issued = 1;
-        __atomic_add_fetch(&nccl_inflight, 1, __ATOMIC_ACQ_REL);
     }
     collar_status_t st = s->dev->event_query(&o->ev);
     nccl_result_t async = NCCL_SUCCESS;
@@ -489,7 +656,6 @@ static collar_status_t nccl_step(collar_sched_t *s, void *arg)
     }
     if (st != COLLAR_INPROGRESS) {
         o->issued = 0;
-        __atomic_sub_fetch(&nccl_inflight, 1, __ATOMIC_ACQ_REL);
     }
     return st;
 }

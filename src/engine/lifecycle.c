@@ -163,6 +163,7 @@ static void collar_shutdown(void)
     collar_stats_report(MPI_COMM_WORLD);
     collar_check_finalize();
     collar_comm_finalize();
+    collar_algo_nccl_finalize();
     /* Every process is here (MPI_Finalize), every schedule is over. */
     collar_ipc_finalize(collar_comm_world_wanted());
     collar_pool_release_all();

@@ -20,12 +20,25 @@
  *   ncclCommInitRankConfig  with blocking = 0: the same on a thread,
  *                       ncclInProgress until ncclCommGetAsyncError says
  *                       otherwise; ncclCommAbort stops it
- *   ncclCommDestroy, ncclCommAbort, ncclGetErrorString, ncclGetLastError,
- *   ncclGetVersion, ncclCommGetAsyncError
+ *   ncclCommFinalize    on a non-blocking communicator: ncclInProgress,
+ *                       and ncclCommGetAsyncError says ncclSuccess once
+ *                       every rank has called it (an intra-node
+ *                       collective, as NCCL documents it)
+ *   ncclCommDestroy     on a non-blocking communicator made, only after
+ *                       its finalization is over: otherwise it would be
+ *                       the collective teardown itself, called where the
+ *                       others may never call it, and the stand-in says so
+ *                       and aborts the process
+ *   ncclCommAbort, ncclGetErrorString, ncclGetLastError, ncclGetVersion,
+ *   ncclCommGetAsyncError
  *
  * Error injection (NCCL_STUB_FAIL): "init" makes ncclCommInitRank fail
  * with ncclSystemError on every rank, "init@R" on rank R alone;
- * "allreduce" makes ncclAllReduce return ncclUnhandledCudaError.  A rank
+ * "allreduce" makes ncclAllReduce return ncclUnhandledCudaError.
+ * NCCL_STUB_INPROGRESS=1: ncclAllReduce on a non-blocking communicator
+ * returns ncclInProgress, as NCCL may, and queues its work only at the
+ * next ncclCommGetAsyncError (which then says ncclSuccess); another
+ * ncclAllReduce before that aborts the process.  A rank
  * that waits more than 60 s for the others fails (ncclSystemError for
  * init; the stream's operation gives up), so that a test never hangs.
  */
@@ -65,6 +78,7 @@ typedef struct {
     int      refused;     /* atomic: a duplicate GPU seen */
     unsigned arrived;     /* atomic: the barrier */
     unsigned gen;         /* atomic */
+    int      finalized;   /* atomic: ranks that called ncclCommFinalize */
     char     bus[STUB_MAX_RANKS][32];
 } shared_t;
 
@@ -74,8 +88,11 @@ struct ncclComm {
     int       rank, nranks, device;
     int       state;       /* atomic: ncclResult_t of a non-blocking init */
     int       abort;       /* atomic: ncclCommAbort during the init */
-    int       has_thread;
+    int       has_thread;  /* non-blocking (ncclCommInitRankConfig) */
     pthread_t thread;
+    int       finalizing;  /* ncclCommFinalize called */
+    void     *pending;     /* NCCL_STUB_INPROGRESS: a job not yet queued */
+    cudaStream_t pending_stream;
 };
 
 static char last_error[256];   /* ncclGetLastError: the process's last */
@@ -258,6 +275,7 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks,
     return r;
 }
 
+#ifndef STUB_BEFORE_2_14   /* (libnccl_old_stub: as NCCL before 2.14) */
 /* ncclConfig_t's first fields (every version has them). */
 typedef struct {
     size_t   size;
@@ -314,7 +332,9 @@ EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
     return ncclInProgress;
 }
 
-EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
+#endif
+
+static void comm_free(ncclComm_t comm)
 {
     if (comm != NULL) {
         if (comm->has_thread) {
@@ -326,18 +346,69 @@ EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
         }
         free(comm);
     }
+}
+
+static void queue_job(cudaStream_t stream, void *job);
+
+#ifndef STUB_BEFORE_2_14
+/* NCCL API reference, ncclCommFinalize: an intra-node collective; on a
+ * non-blocking communicator it returns ncclInProgress and the state says
+ * ncclSuccess once all its operations (here: every rank's call) are over. */
+EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm)
+{
+    if (comm == NULL || comm->sh == NULL || comm->finalizing) {
+        return ncclInvalidArgument;
+    }
+    comm->finalizing = 1;
+    __atomic_add_fetch(&comm->sh->finalized, 1, __ATOMIC_ACQ_REL);
+    if (!comm->has_thread) {
+        while (__atomic_load_n(&comm->sh->finalized, __ATOMIC_ACQUIRE) < comm->nranks) {
+            sched_yield();
+        }
+        return ncclSuccess;
+    }
+    __atomic_store_n(&comm->state, ncclInProgress, __ATOMIC_RELEASE);
+    return ncclInProgress;
+}
+
+#endif
+
+EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    if (comm != NULL && comm->has_thread && comm->sh != NULL
+        && (!comm->finalizing
+            || __atomic_load_n(&comm->sh->finalized, __ATOMIC_ACQUIRE) < comm->nranks)) {
+        /* Without a finalization over, ncclCommDestroy is the
+         * intra-node collective teardown: a rank that calls it where the
+         * others may not (a local MPI call) can hang for ever. */
+        fprintf(stderr, "nccl stub: ncclCommDestroy on rank %d before ncclCommFinalize "
+                "completed on every rank (an intra-node collective, NCCL API reference)\n",
+                comm->rank);
+        abort();
+    }
+    comm_free(comm);
     return ncclSuccess;
 }
 
 EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
 {
-    return ncclCommDestroy(comm);
+    comm_free(comm);
+    return ncclSuccess;
 }
 
 EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async)
 {
     if (comm == NULL) {
         return ncclInvalidArgument;
+    }
+    if (comm->pending != NULL) {
+        queue_job(comm->pending_stream, comm->pending);
+        comm->pending = NULL;
+        __atomic_store_n(&comm->state, ncclSuccess, __ATOMIC_RELEASE);
+    }
+    if (comm->finalizing && comm->sh != NULL
+        && __atomic_load_n(&comm->sh->finalized, __ATOMIC_ACQUIRE) >= comm->nranks) {
+        __atomic_store_n(&comm->state, ncclSuccess, __ATOMIC_RELEASE);
     }
     *async = (ncclResult_t)__atomic_load_n(&comm->state, __ATOMIC_ACQUIRE);
     return ncclSuccess;
@@ -421,9 +492,29 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff,
                  comm->device);
         return ncclInvalidArgument;
     }
+    if (comm->pending != NULL) {
+        fprintf(stderr, "nccl stub: ncclAllReduce on rank %d before ncclCommGetAsyncError "
+                "said ncclSuccess after ncclInProgress (NCCL API reference)\n", comm->rank);
+        abort();
+    }
+    if (comm->has_thread && getenv("NCCL_STUB_INPROGRESS") != NULL) {
+        comm->pending = j;
+        comm->pending_stream = stream;
+        __atomic_store_n(&comm->state, ncclInProgress, __ATOMIC_RELEASE);
+        return ncclInProgress;
+    }
     if (cudaemu_stream_enqueue(stream, run_job, j) != cudaSuccess) {
         free(j);
         return ncclUnhandledCudaError;
     }
     return ncclSuccess;
+}
+
+/* The work of an ncclAllReduce left in progress, queued now (a failure to
+ * queue shows as wrong values and the job's loss). */
+static void queue_job(cudaStream_t stream, void *job)
+{
+    if (cudaemu_stream_enqueue(stream, run_job, job) != cudaSuccess) {
+        free(job);
+    }
 }
