@@ -546,6 +546,8 @@ void collar_comm_shape(const collar_comm_t *c, collar_select_key_t *key)
 
 /* The private duplicate of `comm` (see the top of this file), inside a
  * blocking allreduce: sets c->setup and c->private_comm. */
+int collar_comm_threaded_progress;
+
 static void comm_make_private(collar_comm_t *c, MPI_Comm comm)
 {
     MPI_Errhandler user = MPI_ERRHANDLER_NULL;
@@ -557,10 +559,18 @@ static void comm_make_private(collar_comm_t *c, MPI_Comm comm)
     int rc = PMPI_Comm_split(comm, 0, c->rank, &c->private_comm);
     int ok = rc == MPI_SUCCESS, all = 0;
     /* The same outcome on every rank, or ranks would take different
-     * paths. */
-    if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
-        all = 0;
+     * paths; and whether every rank runs the progress thread: a rank
+     * blocked in the MPI library's allreduce advances none of collar's
+     * other operations, which a peer may be waiting for (MPI's progress
+     * rule), unless that thread does (collar_sched_block_colls). */
+    int mine[2] = { ok, __atomic_load_n(&collar_comm_threaded_progress,
+                                        __ATOMIC_RELAXED) };
+    int agreed[2] = { 0, 0 };
+    if (PMPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
+        agreed[0] = agreed[1] = 0;
     }
+    all = agreed[0];
+    c->colls_may_block = all && agreed[1];
     if (ok && !all) {
         PMPI_Comm_free(&c->private_comm);
         rc = MPI_ERR_OTHER;

@@ -278,6 +278,10 @@ typedef struct collar_comm {
     int     *node_world;   /* the same processes' ranks in MPI_COMM_WORLD
                               (in node_peers' allocation) */
     int      one_node;     /* every rank of the communicator is on one node */
+    /* Every rank runs collar's progress thread (agreed when the private
+     * communicator is made): only then may collar's internal collectives
+     * block in the MPI library (collar_sched_block_colls). */
+    int      colls_may_block;
     int      nnodes;       /* nodes the communicator spans (node_known) */
     int      ppn_min;      /* the fewest and most ranks on one of them */
     int      ppn_max;
@@ -333,6 +337,9 @@ collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
 void collar_comm_make_hier(collar_comm_t *state);
 /* Communicators collar holds now for the application's (private
  * duplicates, hier's), for tests and collar-info. */
+/* This process runs collar's progress thread (set by the engine at
+ * MPI_Init; read when a communicator's private duplicate is made). */
+extern int collar_comm_threaded_progress;
 int collar_comm_count(void);
 void collar_comm_ref(collar_comm_t *state);
 /* Drop a reference; the last one frees the private duplicate and state. */

@@ -242,7 +242,7 @@ void collar_sched_fold_agree(collar_sched_t *s, int index, void *flag,
 void collar_sched_block_coll(collar_sched_t *s, int index)
 {
     collar_step_t *t = &s->steps[index];
-    if (s->run_here
+    if (s->run_here && s->comm != NULL && s->comm->colls_may_block
         && (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE)) {
         t->u.allreduce.blocking = 1;
     }
@@ -253,7 +253,11 @@ void collar_sched_block_colls(collar_sched_t *s)
     if (s->started) {
         return;   /* steps added by a continuation: the schedule is listed */
     }
-    for (int i = 0; i < s->nsteps; i++) {
+    /* Without a progress thread on every rank, the collectives stay
+     * nonblocking and the calling thread polls them together with
+     * collar's other operations (MPI's progress rule). */
+    const int may_block = s->comm != NULL && s->comm->colls_may_block;
+    for (int i = 0; may_block && i < s->nsteps; i++) {
         collar_step_t *t = &s->steps[i];
         if (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE) {
             t->u.allreduce.blocking = 1;

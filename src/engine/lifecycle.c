@@ -64,16 +64,31 @@ static int disabled_by_env(void)
  * it; thread: collar asked for it too, see init_thread); and, unless
  * COLLAR_PROGRESS=wait, the blocking point-to-point wrappers (blocking.c).
  */
+static int progress_level(void)
+{
+    int level = lib_level;
+    if (level < 0 && PMPI_Query_thread(&level) != MPI_SUCCESS) {
+        level = MPI_THREAD_SINGLE;
+    }
+    return level;
+}
+
+/* Whether start_progress will run the thread: known before the first
+ * private communicator is made, whose ranks agree on it
+ * (collar_comm_threaded_progress). */
+static int progress_threaded(void)
+{
+    return collar_cfg.progress != COLLAR_PROGRESS_WAIT
+           && progress_level() >= MPI_THREAD_MULTIPLE;
+}
+
 static void start_progress(int rank)
 {
     if (collar_cfg.progress == COLLAR_PROGRESS_WAIT) {
         return;
     }
     collar_progress_calls_enable();
-    int level = lib_level;
-    if (level < 0 && PMPI_Query_thread(&level) != MPI_SUCCESS) {
-        level = MPI_THREAD_SINGLE;
-    }
+    const int level = progress_level();
     if (level >= MPI_THREAD_MULTIPLE) {
         collar_progress_thread_enable(collar_cfg.progress_interval_us);
         return;
@@ -126,7 +141,11 @@ static void collar_startup(void)
      * collar's algorithms from its first call (other communicators get
      * theirs from their first blocking allreduce, collar_comm_get).  Where
      * some process has a device backend, or an algorithm is forced (alike
-     * on every process). */
+     * on every process).  Before it: whether this process will run the
+     * progress thread, which the ranks of every private communicator
+     * agree on (collar_sched_block_colls). */
+    __atomic_store_n(&collar_comm_threaded_progress, progress_threaded(),
+                     __ATOMIC_RELAXED);
     if (collar_comm_world_wanted()
         || (collar_cfg.algorithm != COLLAR_ALG_AUTO
             && collar_cfg.algorithm != COLLAR_ALG_NATIVE)) {

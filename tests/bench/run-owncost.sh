@@ -16,7 +16,10 @@
 # Batches are short (ITERS 200 calls, BATCHES 41 of them): on a loaded
 # machine a rank descheduled for milliseconds spoils the batch it falls
 # in, and the median over many short batches leaves those out.
-# Usage (from the build tree): make -C tests bench-owncost [ROUNDS=N ITERS=N]
+# PROGRESS=thread runs collar with its progress thread (MPI_THREAD_MULTIPLE
+# asked of the library), the mode in which its internal collectives block
+# in the library (docs/latency.md); the default auto polls them.
+# Usage (from the build tree): make -C tests bench-owncost [ROUNDS=N ITERS=N PROGRESS=thread]
 #   or: MPIRUN=mpirun LIBCOLLAR=src/.libs/libcollar.so run-owncost.sh PROGRAM
 set -eu
 prog=$1
@@ -34,8 +37,8 @@ run() {
         | sed -n 's/^\([0-9.]*\) us, library thread level [0-9]*$/\1/p'
 }
 
-sim="COLLAR_DEVICE=sim COLLAR_SIM_INLINE=1"
-echo "allreduce (MPI_INT, MPI_SUM) on 2 ranks, $rounds rounds of separate runs"
+sim="COLLAR_DEVICE=sim COLLAR_SIM_INLINE=1 COLLAR_PROGRESS=${PROGRESS:-auto}"
+echo "allreduce (MPI_INT, MPI_SUM) on 2 ranks, $rounds rounds of separate runs, COLLAR_PROGRESS=${PROGRESS:-auto}"
 echo "alternating; median us per call; own: median over rounds of collar - baseline"
 echo
 echo "| bytes | baseline |   staged | own staged |      ipc |  own ipc |"

@@ -6,7 +6,9 @@
  * in another MPI call (MPI_Recv, MPI_Probe, MPI_Ssend, MPI_Sendrecv,
  * MPI_Barrier, MPI_Bcast, PMPI_Wait on the request itself, a small
  * MPI_Allreduce of device memory on another communicator, which collar
- * issues as the library's blocking allreduce) that can only
+ * runs: its internal collectives block in the library only where every
+ * rank runs the progress thread, else it polls them with collar's other
+ * operations) that can only
  * return once rank 1 has finished its
  * MPI_Wait on the allreduce, which needs rank 0's chunks.  Without
  * progress outside collar's wait wrappers, this hangs.  The reduced values
@@ -15,7 +17,8 @@
  * Usage: test_progress [count [all|p2p [single|multiple]]]
  *   count     floats (default 1 Mi = 4 MiB)
  *   p2p       only the blocking point-to-point cases (Recv, Probe, Ssend,
- *             Sendrecv): the calls that progress without a progress thread
+ *             Sendrecv) and collar's small device allreduce: the calls
+ *             that progress without a progress thread
  *   multiple  ask for MPI_THREAD_MULTIPLE (default: MPI_THREAD_SINGLE)
  *
  * With TU_DEVICE=cuda (testutil.h) the allreduce's buffers are device
@@ -27,12 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { BLOCK_RECV, BLOCK_PROBE, BLOCK_SSEND, BLOCK_SENDRECV, BLOCK_P2P,
-       BLOCK_BARRIER = BLOCK_P2P, BLOCK_BCAST, BLOCK_PMPI_WAIT,
-       BLOCK_ALLREDUCE, BLOCK_COUNT };
+enum { BLOCK_RECV, BLOCK_PROBE, BLOCK_SSEND, BLOCK_SENDRECV, BLOCK_ALLREDUCE,
+       BLOCK_P2P, BLOCK_BARRIER = BLOCK_P2P, BLOCK_BCAST, BLOCK_PMPI_WAIT,
+       BLOCK_COUNT };
 static const char *const block_names[] = {
-    "MPI_Recv", "MPI_Probe", "MPI_Ssend", "MPI_Sendrecv", "MPI_Barrier",
-    "MPI_Bcast", "PMPI_Wait", "MPI_Allreduce"
+    "MPI_Recv", "MPI_Probe", "MPI_Ssend", "MPI_Sendrecv", "MPI_Allreduce",
+    "MPI_Barrier", "MPI_Bcast", "PMPI_Wait"
 };
 
 static void fill(float *buf, int count, int rank, int round)

@@ -1105,24 +1105,30 @@ static void test_fold_agree(void)
     }
 }
 
-/* Which schedules issue their collectives blocking: a blocking call's
- * one-chunk staged or chunked allreduce (folded or not), every collective
- * of it; not a nonblocking call's, nor a pipeline of several chunks. */
+/* Which schedules run in the calling thread and issue their collectives
+ * blocking: a blocking call's one-chunk staged or chunked allreduce
+ * (folded or not), every collective of it, where every rank runs the
+ * progress thread (comm.colls_may_block); without it the same schedules
+ * run in the calling thread with nonblocking collectives; never a
+ * nonblocking call's, nor a pipeline of several chunks. */
 static void test_block_colls(void)
 {
     char *sb = (char *)((uintptr_t)1 << 44), *rb = (char *)((uintptr_t)1 << 45);
     collar_comm_t comm = { .private_comm = MPI_COMM_NULL, .refs = 1, .size = 2,
                            .rank = 0, .tag_ub = 32767 };
     static const struct {
-        int blocking; collar_op_t cop; size_t chunk; int blocks;
+        int blocking; collar_op_t cop; size_t chunk; int may; int here; int blocks;
     } cases[] = {
-        { 1, COLLAR_OP_SUM, 0, 1 },     /* folded: one allreduce */
-        { 1, COLLAR_OP_BXOR, 0, 1 },    /* and the agreement apart */
-        { 1, COLLAR_OP_SUM, 4096, 1 },  /* chunked, one chunk */
-        { 0, COLLAR_OP_SUM, 0, 0 },     /* nonblocking */
-        { 1, COLLAR_OP_SUM, 64, 0 },    /* chunked, 16 chunks */
+        { 1, COLLAR_OP_SUM, 0, 1, 1, 1 },     /* folded: one allreduce */
+        { 1, COLLAR_OP_BXOR, 0, 1, 1, 1 },    /* and the agreement apart */
+        { 1, COLLAR_OP_SUM, 4096, 1, 1, 1 },  /* chunked, one chunk */
+        { 0, COLLAR_OP_SUM, 0, 1, 0, 0 },     /* nonblocking */
+        { 1, COLLAR_OP_SUM, 64, 1, 0, 0 },    /* chunked, 16 chunks */
+        { 1, COLLAR_OP_SUM, 0, 0, 1, 0 },     /* no progress thread */
+        { 1, COLLAR_OP_BXOR, 0, 0, 1, 0 },
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        comm.colls_may_block = cases[k].may;
         collar_call_t call = dense_call(256, 4, COLLAR_DT_INT32,
                                         MPI_DATATYPE_NULL, sb, rb);
         call.cop = cases[k].cop;
@@ -1140,7 +1146,7 @@ static void test_block_colls(void)
                 blocked += t->u.allreduce.blocking != 0;
             }
         }
-        UNIT_CHECK(s->run_here == cases[k].blocks
+        UNIT_CHECK(s->run_here == cases[k].here
                    && blocked == (cases[k].blocks ? colls : 0),
                    "case %zu: run here %d, %d of %d collectives block", k,
                    s->run_here, blocked, colls);
