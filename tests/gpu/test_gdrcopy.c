@@ -194,14 +194,12 @@ static int neighbour(int64_t *r)
             }
         }
     }
-    if (b < 0) {
-        b = 0;
-    }
-    sums(bytes / sizeof(int64_t), p[b], r, 200);
+    const int found = b >= 0;
+    sums(bytes / sizeof(int64_t), p[found ? b : 0], r, 200);
     for (int i = 0; i < np; i++) {
         CUDA_OK(cudaFree(p[i]));
     }
-    return np < N || b != 0;
+    return found;
 }
 
 int main(int argc, char **argv)
