@@ -6,11 +6,23 @@
  * file keeps:
  *   gdr_open          opens the driver (/dev/gdrdrv); NULL when it is not
  *                     there: collar then copies as before, one info line.
- *   gdr_pin_buffer    pins GPU pages for mapping.  gdr_map "requires that
- *                     the pinned address is aligned to the GPU page"
- *                     (64 KiB, GPU_PAGE_SIZE), which cudaMalloc does not
- *                     promise: collar pins the GPU pages covering the
- *                     whole allocation, [base rounded down, end rounded up).
+ *   gdr_pin_buffer    pins GPU pages for mapping; it "accepts any
+ *                     addresses returned by cudaMalloc", and gdr_map
+ *                     "requires that the pinned address is aligned to the
+ *                     GPU page" (64 KiB, GPU_PAGE_SIZE), which cudaMalloc
+ *                     does not promise.  A pin and its mapping are the
+ *                     pinned allocation's only: "it is unsafe to assume
+ *                     that you can use the same CPU VA range from mapping
+ *                     CUDA buffer A to access CUDA buffer B" (GDRCopy's
+ *                     maintainers), and small allocations share GPU
+ *                     pages.  So collar pins from the first GPU page
+ *                     boundary inside the allocation to its end, never
+ *                     an address below its base (that would pin whatever
+ *                     lies there: another allocation, whose bytes alone
+ *                     the mapping would then hold), and copies through
+ *                     the mapping only bytes of the allocation past that
+ *                     boundary; the rest (and an allocation with no
+ *                     boundary inside) goes through the copy engine.
  *   gdr_get_info      va and mapped_size of the pinned range: "both might
  *                     be different from the original address passed to
  *                     gdr_pin_buffer due to aligning"; device address p
@@ -68,7 +80,9 @@ typedef struct {
     int                failed;    /* the pin was refused: not asked again */
     gdr_mh_t           mh;
     void              *map;       /* gdr_map's address */
-    size_t             pinned;    /* bytes pinned (and mapped) */
+    uintptr_t          start;     /* the pinned address: base rounded up */
+    size_t             pinned;    /* bytes pinned (and mapped) from start */
+    size_t             held;      /* the GPU pages' bytes: BAR1 space */
     uint64_t           va;        /* gdr_get_info: the device address at map */
     uint64_t           mapped;    /* gdr_get_info: bytes from va */
     uint64_t           used;      /* LRU clock */
@@ -199,7 +213,7 @@ static void gdr_drop(int i)
         if (gd.unpin(gd.g, m->mh) != 0) {
             collar_debug(MEM, "gdrcopy: gdr_unpin_buffer failed");
         }
-        gd.pinned -= m->pinned;
+        gd.pinned -= m->held;
         gd.unpins++;
     }
     gd.m[i] = gd.m[--gd.n];
@@ -227,13 +241,22 @@ static void gdr_make_room(size_t bytes, collar_gdr_id_fn id_now)
     }
 }
 
-/* Pin and map the allocation `a` into a new table entry.  Lock held. */
+/* Where a pin of the allocation `a` starts: its first GPU page boundary
+ * (not below its base: see the head of this file). */
+static uintptr_t gdr_start(const collar_ptr_info_t *a)
+{
+    return (a->base + GDR_PAGE - 1) & ~(GDR_PAGE - 1);
+}
+
+/* Pin and map the allocation `a`, which holds a GPU page boundary, from
+ * there to its end into a new table entry.  Lock held. */
 static gdr_map_t *gdr_pin(const collar_ptr_info_t *a, collar_gdr_id_fn id_now)
 {
-    const uintptr_t lo = a->base & ~(GDR_PAGE - 1);
-    const uintptr_t hi = (a->base + a->size + GDR_PAGE - 1) & ~(GDR_PAGE - 1);
-    const size_t bytes = hi - lo;
-    gdr_make_room(bytes, id_now);
+    const uintptr_t lo = gdr_start(a);
+    const uintptr_t end = a->base + a->size;
+    const uintptr_t hi = (end + GDR_PAGE - 1) & ~(GDR_PAGE - 1);
+    const size_t bytes = end - lo;
+    gdr_make_room(hi - lo, id_now);
     gdr_map_t *m = &gd.m[gd.n];
     memset(m, 0, sizeof(*m));
     m->base = a->base;
@@ -257,7 +280,7 @@ static gdr_map_t *gdr_pin(const collar_ptr_info_t *a, collar_gdr_id_fn id_now)
             gd.unmap(gd.g, m->mh, m->map, bytes);
         }
     }
-    if (rc != 0 || info.va > lo || info.va + info.mapped_size < hi) {
+    if (rc != 0 || info.va > lo || info.va + info.mapped_size < end) {
         collar_debug(MEM, "gdrcopy: gdr_map of %zu bytes at %#lx failed (%d); "
                      "that allocation is copied by the copy engine", bytes,
                      (unsigned long)lo, rc);
@@ -266,10 +289,12 @@ static gdr_map_t *gdr_pin(const collar_ptr_info_t *a, collar_gdr_id_fn id_now)
         gd.n++;
         return m;
     }
+    m->start = lo;
     m->pinned = bytes;
+    m->held = hi - lo;
     m->va = info.va;
     m->mapped = info.mapped_size;
-    gd.pinned += bytes;
+    gd.pinned += m->held;
     gd.pins++;
     gd.n++;
     return m;
@@ -284,6 +309,10 @@ collar_status_t collar_gdr_copy(const collar_ptr_info_t *alloc, void *dev,
         || p - alloc->base > alloc->size || bytes > alloc->size - (p - alloc->base)
         || alloc->size > GDR_PINNED_MAX) {
         return COLLAR_ERR_UNAVAILABLE;   /* cannot tell the allocation */
+    }
+    if (p < gdr_start(alloc)) {
+        return COLLAR_ERR_UNAVAILABLE;   /* below its first GPU page boundary
+                                            (or none inside): no pin has it */
     }
     pthread_mutex_lock(&gd.lock);
     if (gd.state == 0) {
@@ -308,8 +337,13 @@ collar_status_t collar_gdr_copy(const collar_ptr_info_t *alloc, void *dev,
         m = gdr_pin(alloc, id_now);
     }
     m->used = ++gd.clock;
+    /* Inside the allocation's pinned part, and inside the mapping, every
+     * time: the table's entry and the caller's answer are the same
+     * allocation (base, size, id), so these bytes are that allocation's. */
     collar_status_t st = COLLAR_ERR_UNAVAILABLE;
-    if (!m->failed && p >= m->va && p - m->va + bytes <= m->mapped) {
+    if (!m->failed && p >= m->start && p - m->base <= m->size
+        && bytes <= m->size - (p - m->base)
+        && p >= m->va && p - m->va + bytes <= m->mapped) {
         char *at = (char *)m->map + (p - m->va);
         const int rc = to_dev ? gd.to(m->mh, at, host, bytes)
                               : gd.from(m->mh, host, at, bytes);

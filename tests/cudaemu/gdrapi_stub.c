@@ -99,6 +99,18 @@ static struct {
     size_t largest_to, largest_from;
 } count;
 
+/* The allocation's bytes inside h's GPU pages, [*lo, *hi): all of them
+ * for a pin from below its base, the part from the pinned page on for a
+ * pin inside it (gdr_pin_buffer "accepts any addresses returned by
+ * cudaMalloc", and an aligned one inside a larger allocation is what the
+ * README asks of a mapped pin). */
+static void mapped_bytes(const handle_t *h, uintptr_t *lo, uintptr_t *hi)
+{
+    *lo = h->base > h->va ? h->base : h->va;
+    *hi = h->base + h->alloc < h->va + h->mapped ? h->base + h->alloc
+                                                 : h->va + h->mapped;
+}
+
 /* The handle mh names, pinned; a released one breaks use-after-unpin. */
 static handle_t *handle(gdr_mh_t mh, const char *api)
 {
@@ -264,16 +276,19 @@ EXPORT int gdr_map(gdr_t g, gdr_mh_t mh, void **va, size_t size)
         cudaemu_rule("map-size", SOURCE, "gdr_map of %zu bytes; %zu are "
                      "pinned", size, h->mapped);
     }
-    /* The GPU pages, PROT_NONE; the allocation's bytes mapped into them at
-     * their offset (the emulation's allocations are host-page aligned). */
+    /* The GPU pages, PROT_NONE; the allocation's bytes in them mapped at
+     * their offset (the emulation's allocations are host-page aligned,
+     * and so is the part of one from a GPU page boundary on). */
     char *r = mmap(NULL, h->mapped, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    void *span = cudaemu_device_span(h->device, (void *)h->base, h->alloc);
-    const size_t len = (h->alloc + HOST_PAGE - 1) & ~(HOST_PAGE - 1);
+    uintptr_t lo, hi;
+    mapped_bytes(h, &lo, &hi);
+    void *span = cudaemu_device_span(h->device, (void *)lo, hi - lo);
+    const size_t len = (hi - lo + HOST_PAGE - 1) & ~(HOST_PAGE - 1);
     int rc = 0;
     if (r == MAP_FAILED || span == NULL
         || mremap(span, 0, len, MREMAP_MAYMOVE | MREMAP_FIXED,
-                  r + (h->base - h->va)) == MAP_FAILED) {
+                  r + (lo - h->va)) == MAP_FAILED) {
         rc = errno != 0 ? errno : ENOMEM;
         if (r != MAP_FAILED) {
             munmap(r, h->mapped);
@@ -358,12 +373,14 @@ static void check_copy(gdr_mh_t mh, const void *p, size_t n, const char *api)
                      "mapped", api, mh.h);
     }
     const uintptr_t a = (uintptr_t)p, m = (uintptr_t)h->map;
-    const uintptr_t b0 = m + (h->base - h->va);
-    if (a < b0 || n > h->alloc || a - b0 > h->alloc - n) {
+    uintptr_t lo, hi;
+    mapped_bytes(h, &lo, &hi);
+    const uintptr_t b0 = m + (lo - h->va), b1 = m + (hi - h->va);
+    if (a < b0 || n > b1 - b0 || a - b0 > (b1 - b0) - n) {
         cudaemu_rule("copy-range", SOURCE, "%s of %zu bytes at %p: the "
                      "allocation's bytes are %p .. %p of the mapping at %p "
                      "(device address p is at map + (p - info.va))", api, n,
-                     p, (void *)b0, (void *)(b0 + h->alloc), (void *)h->map);
+                     p, (void *)b0, (void *)b1, (void *)h->map);
     }
     if (freed(h)) {
         cudaemu_rule("copy-freed", SOURCE, "%s through the mapping of the "

@@ -974,6 +974,54 @@ static void gdr_case_copy(void)
     CHECK(gdr_close(m.g) == 0);
 }
 
+/* A pin from a GPU page boundary inside an allocation that begins below
+ * it (README: "gdr_pin_buffer() accepts any addresses returned by
+ * cudaMalloc"; gdr_map needs the aligned one): the mapping holds the
+ * allocation's bytes from that page on; `below` copies a byte of the
+ * allocation under the pinned page through it (copy-range). */
+static void gdr_inside(int below)
+{
+    gdr_t g = gdr_open();
+    CHECK(g != NULL);
+    const size_t n = 3 * GDR_GPU_PAGE;
+    char *d = gdr_unaligned_alloc(n);
+    const uintptr_t start = ((uintptr_t)d + GDR_GPU_PAGE - 1) & ~(GDR_GPU_PAGE - 1);
+    const size_t bytes = (uintptr_t)d + n - start;
+    gdr_mh_t mh;
+    char *map;
+    gdr_info_t info;
+    CHECK(gdr_pin_buffer(g, start, bytes, 0, 0, &mh) == 0);
+    CHECK(gdr_map(g, mh, (void **)&map, bytes) == 0);
+    CHECK(gdr_get_info_v2(g, mh, &info) == 0);
+    CHECK(info.va == start && info.mapped_size >= bytes);
+    unsigned char h[300], back[300];
+    for (size_t i = 0; i < sizeof(h); i++) {
+        h[i] = (unsigned char)(i * 11 + 3);
+    }
+    char *last = d + n - sizeof(h);   /* the allocation's last bytes */
+    CHECK(gdr_copy_to_mapping(mh, map + ((uintptr_t)last - info.va), h, sizeof(h)) == 0);
+    CHECK(cudaMemcpy(back, last, sizeof(back), cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(memcmp(h, back, sizeof(h)) == 0);
+    CHECK(gdr_copy_from_mapping(mh, back, map, 8) == 0);   /* the pinned page */
+    if (below) {
+        gdr_copy_from_mapping(mh, back, map - 8, 8);
+    }
+    CHECK(gdr_unmap(g, mh, map, bytes) == 0);
+    CHECK(gdr_unpin_buffer(g, mh) == 0);
+    CHECK(cudaFree(d) == cudaSuccess);
+    CHECK(gdr_close(g) == 0);
+}
+
+static void gdr_case_copy_inside(void)
+{
+    gdr_inside(0);
+}
+
+static void gdr_case_copy_below_pin(void)
+{
+    gdr_inside(1);
+}
+
 /* A pin of host, managed or unallocated memory, or of more than the GPU
  * pages of one allocation, is refused (EINVAL), not a rule. */
 static void gdr_case_pin_refused(void)
@@ -1107,6 +1155,8 @@ static const case_t cases[] = {
     { "gdr-use-after-unpin", gdr_case_after_unpin, NULL, "use-after-unpin", { NULL } },
     { "gdr-copy-range", gdr_case_copy_range, NULL, "copy-range", { NULL } },
     { "gdr-copy-freed", gdr_case_copy_freed, NULL, "copy-freed", { NULL } },
+    { "gdr-copy-inside", gdr_case_copy_inside, NULL, NULL, { NULL } },
+    { "gdr-copy-below-pin", gdr_case_copy_below_pin, NULL, "copy-range", { NULL } },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 

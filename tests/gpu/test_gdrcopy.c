@@ -10,14 +10,23 @@
  * non-blocking stream, NOT synchronised before the call (COLLAR_SYNC=device
  * must see the data), or on the legacy default stream (--fill legacy,
  * for COLLAR_SYNC=stream, which orders after that stream only).
+ * The buffers begin at a GPU page (64 KiB) boundary inside a larger
+ * allocation, as GDRCopy's README asks of what is mapped ("users are
+ * responsible for proper alignment"; GDRCopy's own tests allocate so).
  * --realloc: then a buffer is freed and
  * allocated again until the driver gives the same address (a new
  * allocation there), and its sums are checked: collar must map the new
  * allocation, not use the old one's mapping.
+ * --neighbour: then the send buffer is a small allocation whose GPU page
+ * begins with another allocation (allocated until the driver gives such
+ * a pair): GDRCopy maps a pin of the allocation at the pinned address
+ * only, so a copy for the later one must not go through a pin of that
+ * page (the stand-in aborts: copy-range).
  *
  * Options: --device N (this rank's device ordinal), --sizes small|large,
- * --fill async|legacy, --realloc.  Rank 0 prints
- *   test_gdrcopy: R ranks, C cases, F failed[, realloc at the same address]
+ * --fill async|legacy, --realloc, --neighbour.  Rank 0 prints
+ *   test_gdrcopy: R ranks, C cases, F failed[, realloc at the same
+ *   address][, neighbour in the GPU page]
  */
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -116,15 +125,36 @@ static void sums(size_t n, int64_t *s, int64_t *r, int round)
     verdict(right(r, n, round + 2));
 }
 
+#define GPU_PAGE ((uintptr_t)65536)
+
+/* A buffer at a GPU page boundary: `raw` is the allocation (cudaMalloc of
+ * the bytes and a page more), `at` the first boundary in it. */
+typedef struct {
+    void    *raw;
+    int64_t *at;
+} buffer_t;
+
+static int64_t *aligned(void *raw)
+{
+    return (int64_t *)(((uintptr_t)raw + GPU_PAGE - 1) & ~(GPU_PAGE - 1));
+}
+
+static void buffer_alloc(buffer_t *b, size_t bytes)
+{
+    CUDA_OK(cudaMalloc(&b->raw, bytes + GPU_PAGE));
+    b->at = aligned(b->raw);
+}
+
 /* Free s and allocate until the same address comes back; then sums on
  * the new allocation.  1 when the address came back. */
-static int realloc_same(size_t n, int64_t **s, int64_t *r)
+static int realloc_same(size_t n, buffer_t *s, int64_t *r)
 {
-    void *old = *s, *p = NULL, *kept[16];
+    const size_t bytes = n * sizeof(int64_t) + GPU_PAGE;
+    void *old = s->raw, *p = NULL, *kept[16];
     int nkept = 0, same = 0;
     CUDA_OK(cudaFree(old));
     for (int i = 0; i < 16 && !same; i++) {
-        CUDA_OK(cudaMalloc(&p, n * sizeof(int64_t)));
+        CUDA_OK(cudaMalloc(&p, bytes));
         if (p == old) {
             same = 1;
         } else {
@@ -135,16 +165,46 @@ static int realloc_same(size_t n, int64_t **s, int64_t *r)
         CUDA_OK(cudaFree(kept[i]));
     }
     if (!same) {
-        CUDA_OK(cudaMalloc(&p, n * sizeof(int64_t)));
+        CUDA_OK(cudaMalloc(&p, bytes));
     }
-    *s = p;
-    sums(n, *s, r, 100);
+    s->raw = p;
+    s->at = aligned(p);
+    sums(n, s->at, r, 100);
     return same;
+}
+
+/* Allocate 4 KiB buffers until one's GPU page begins with another
+ * allocation (the other at or above the page boundary, below the
+ * buffer); then sums from it.  1 when such a pair was found. */
+static int neighbour(int64_t *r)
+{
+    enum { N = 32 };
+    const size_t bytes = 4096;
+    void *p[N];
+    int np = 0, b = -1;
+    for (; np < N && b < 0; np++) {
+        CUDA_OK(cudaMalloc(&p[np], bytes));
+        const uintptr_t q = (uintptr_t)p[np];
+        for (int i = 0; i < np && b < 0; i++) {
+            const uintptr_t k = (uintptr_t)p[i];
+            if ((k & ~(GPU_PAGE - 1)) <= q && q < k) {
+                b = i;
+            } else if ((q & ~(GPU_PAGE - 1)) <= k && k < q) {
+                b = np;
+            }
+        }
+    }
+    const int found = b >= 0;
+    sums(bytes / sizeof(int64_t), p[found ? b : 0], r, 200);
+    for (int i = 0; i < np; i++) {
+        CUDA_OK(cudaFree(p[i]));
+    }
+    return found;
 }
 
 int main(int argc, char **argv)
 {
-    int device = -1, large = 0, do_realloc = 0;
+    int device = -1, large = 0, do_realloc = 0, do_neighbour = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
             device = atoi(argv[++i]);
@@ -154,6 +214,8 @@ int main(int argc, char **argv)
             fill_legacy = strcmp(argv[++i], "legacy") == 0;
         } else if (strcmp(argv[i], "--realloc") == 0) {
             do_realloc = 1;
+        } else if (strcmp(argv[i], "--neighbour") == 0) {
+            do_neighbour = 1;
         }
     }
     MPI_Init(&argc, &argv);
@@ -170,25 +232,30 @@ int main(int argc, char **argv)
     const size_t *sizes = large ? big : small;
     const int nsizes = large ? 2 : 5;
     const size_t most = large ? 65536 : 8192;
-    int64_t *s, *r;
-    CUDA_OK(cudaMalloc((void **)&s, most));
-    CUDA_OK(cudaMalloc((void **)&r, most));
+    buffer_t s, r;
+    buffer_alloc(&s, most);
+    buffer_alloc(&r, most);
     for (int k = 0; k < nsizes; k++) {
-        sums(sizes[k] / sizeof(int64_t), s, r, 10 * k);
+        sums(sizes[k] / sizeof(int64_t), s.at, r.at, 10 * k);
     }
-    int same = 0, all_same = 0;
+    int same = 0, all_same = 0, found = 0, all_found = 0;
     if (do_realloc) {
-        same = realloc_same(most / sizeof(int64_t), &s, r);
+        same = realloc_same(most / sizeof(int64_t), &s, r.at);
         MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     }
-    CUDA_OK(cudaFree(s));
-    CUDA_OK(cudaFree(r));
+    if (do_neighbour) {
+        found = neighbour(r.at);
+        MPI_Allreduce(&found, &all_found, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    }
+    CUDA_OK(cudaFree(s.raw));
+    CUDA_OK(cudaFree(r.raw));
     CUDA_OK(cudaStreamDestroy(fill_stream));
     CUDA_OK(cudaFreeHost(pinned));
     if (rank == 0) {
-        printf("test_gdrcopy: %d ranks, %ld cases, %ld failed%s\n", nranks,
+        printf("test_gdrcopy: %d ranks, %ld cases, %ld failed%s%s\n", nranks,
                cases, failures,
-               do_realloc && all_same ? ", realloc at the same address" : "");
+               do_realloc && all_same ? ", realloc at the same address" : "",
+               do_neighbour && all_found ? ", neighbour in the GPU page" : "");
     }
     MPI_Finalize();
     return failures != 0;
