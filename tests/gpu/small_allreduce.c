@@ -266,8 +266,16 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++) {
             host[i] = (rank + 1) * 1000 + i;
         }
-        CHECK_CUDA(cudaMalloc((void **)&dsend, len));
-        CHECK_CUDA(cudaMalloc((void **)&drecv, len));
+        /* Each buffer from a GPU page boundary (64 KiB) inside its
+         * allocation: GDRCopy pins from such a boundary only (docs/cuda.md,
+         * "GDRCopy"), so the GDRCopy row measures its mappings, not the
+         * copy engine; the other rows are the same either way. */
+        char *dsend_base, *drecv_base;
+        const size_t page = (size_t)64 << 10;
+        CHECK_CUDA(cudaMalloc((void **)&dsend_base, len + page));
+        CHECK_CUDA(cudaMalloc((void **)&drecv_base, len + page));
+        dsend = (int *)(dsend_base + (page - (uintptr_t)dsend_base % page) % page);
+        drecv = (int *)(drecv_base + (page - (uintptr_t)drecv_base % page) % page);
         CHECK_CUDA(cudaMemcpy(dsend, host, len, cudaMemcpyHostToDevice));
         for (int c = 0; c < WARMUP; c++) {
             MPI_Allreduce(dsend, drecv, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -288,8 +296,8 @@ int main(int argc, char **argv)
                         "is %d, not %d\n", rank, bytes, i, host[i], want);
             }
         }
-        CHECK_CUDA(cudaFree(dsend));
-        CHECK_CUDA(cudaFree(drecv));
+        CHECK_CUDA(cudaFree(dsend_base));
+        CHECK_CUDA(cudaFree(drecv_base));
         free(host);
     }
     printf("small_allreduce: rank %d: values %s\n", rank, wrong ? "wrong" : "right");
