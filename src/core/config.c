@@ -151,6 +151,16 @@ static const cfg_row_t table[] = {
       "Allreduce rules inline, separated by ';', in the tuning-table format "
       "(docs/tuning.md); stronger than COLLAR_TUNING_FILE.",
       FIELD(allreduce_rules), NULL, 0, 0 },
+    { "COLLAR_IPC_ZEROCOPY", CFG_BOOL, "1",
+      "ipc reads the peers' buffers in place (their allocations mapped "
+      "through IPC handles, cached) instead of copying every input into "
+      "IPC memory first, where every rank's buffers can be exported; 0: "
+      "always copy in (docs/ipc.md).",
+      FIELD(ipc_zerocopy), NULL, 0, 0 },
+    { "COLLAR_IPC_MAPS", CFG_LONG, "64",
+      "ipc zero-copy: how many peers' buffer allocations a process keeps "
+      "mapped; the least recently used one not in use is closed beyond it.",
+      FIELD(ipc_maps), NULL, 1, 65536 },
     { "COLLAR_TUNING_FILE", CFG_STRING, "",
       "A tuning table (collar-tune writes them); stronger than the site default.",
       FIELD(tuning_file), NULL, 0, 0 },

@@ -154,6 +154,9 @@ typedef struct {
     char                *tuning_file;
     char                *tuning_dir;
     char                *nccl_library;   /* COLLAR_NCCL_LIBRARY */
+    int                  ipc_zerocopy;   /* COLLAR_IPC_ZEROCOPY */
+    long                 ipc_maps;       /* COLLAR_IPC_MAPS: peers' buffers
+                                            kept mapped */
     size_t               chunk_size;
     int                  mpi_cuda_aware; /* 0 auto, 1 yes, 2 no */
     int                  check;          /* COLLAR_CHECK: verify agreement */
