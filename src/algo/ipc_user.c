@@ -40,18 +40,22 @@
  * copy-in's steps: one collective more than a copy-in call.
  *
  * The cache (process-wide, every communicator): an entry per (owner PID,
- * allocation address, id).  A peer's card with the same address and
+ * allocation address, id), shared by the calls in flight that read it.
+ * Where the backend lets a mapping outlive the call (ipc_export_keep: the
+ * sim device) it stays open for the next calls, up to the limit below;
+ * where it does not (CUDA, see below), the last call that uses it closes
+ * it in a step before its status agreement, so that when a call returns on
+ * its owner no peer has the allocation open any more and the owner may
+ * free it.  A peer's card with the same address and
  * another id means that allocation was freed and another made there: the
  * old entry is stale and closed once no call uses it.  At most
  * COLLAR_IPC_MAPS entries: beyond, the least recently used one not in use
- * is closed.  Every entry is closed at MPI_Finalize.  An owner may free
- * its buffer while peers still hold a mapping of it in their caches (no
- * call uses it then); CUDA leaves the owner's cudaFree of an allocation
- * still opened elsewhere undefined ("Calling cudaFree on an exported
- * memory region before calling cudaIpcCloseMemHandle in the importing
- * context will result in undefined behavior", cudaIpcOpenMemHandle),
- * which docs/ipc.md states as this path's condition, as for every MPI
- * library that caches IPC mappings of user buffers.
+ * is closed.  Every entry is closed at MPI_Finalize.  CUDA leaves the
+ * owner's cudaFree of an allocation still opened elsewhere undefined
+ * ("Calling cudaFree on an exported memory region before calling
+ * cudaIpcCloseMemHandle in the importing context will result in undefined
+ * behavior", cudaIpcOpenMemHandle), and an application frees its buffers
+ * when it likes: hence no mapping of a CUDA buffer outlives its call.
  */
 #include "config.h"
 #include "ipc_int.h"
@@ -96,6 +100,7 @@ struct ipc_zc {
     const char   **recv;    /* n: every rank's receive buffer */
     int            nbufs;   /* buffers a rank exports: 1 one-shot, 2 two-shot */
     int            stream;
+    int            before_close;   /* steps the close step waits for */
 };
 
 static pthread_mutex_t zc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -226,7 +231,9 @@ static void zc_release(ipc_map_t *m)
 {
     ipc_map_t *closing = NULL;
     pthread_mutex_lock(&zc_lock);
-    m->users--;
+    if (--m->users == 0 && !m->dev->ipc_export_keep) {
+        m->stale = 1;   /* closed before the owner may free (CUDA) */
+    }
     zc_unlink(zc_drop_stale, NULL, &closing);
     pthread_mutex_unlock(&zc_lock);
     zc_close_list(closing);
@@ -241,17 +248,25 @@ void collar_ipc_zc_finalize(void)
     zc_close_list(closing);
 }
 
+/* Every mapping the call holds given back. */
+static void zc_release_all(ipc_op_t *op)
+{
+    struct ipc_zc *zc = op->zc;
+    for (int i = 0; zc->maps != NULL && i < 2 * op->region->n; i++) {
+        if (zc->maps[i] != NULL) {
+            zc_release(zc->maps[i]);
+            zc->maps[i] = NULL;
+        }
+    }
+}
+
 void collar_ipc_zc_free(ipc_op_t *op)
 {
     struct ipc_zc *zc = op->zc;
     if (zc == NULL) {
         return;
     }
-    for (int i = 0; zc->maps != NULL && i < 2 * op->region->n; i++) {
-        if (zc->maps[i] != NULL) {
-            zc_release(zc->maps[i]);
-        }
-    }
+    zc_release_all(op);
     free(zc->mine);
     free(zc->all);
     free(zc->maps);
@@ -263,7 +278,10 @@ void collar_ipc_zc_free(ipc_op_t *op)
 
 int collar_ipc_zc_wanted(const ipc_op_t *op)
 {
-    return collar_cfg.ipc_zerocopy && op->plan.alg == COLLAR_ALG_IPC
+    /* (Every rank has the same backend: the region's registration, which
+     * succeeded, names it.) */
+    return collar_cfg.ipc_zerocopy && op->region->dev->ipc_export != NULL
+           && op->plan.alg == COLLAR_ALG_IPC
            && !op->call.persistent && op->region->n > 1 && op->call.bytes > 0;
 }
 
@@ -335,6 +353,33 @@ static collar_status_t zc_open_step(collar_sched_t *s, void *arg)
     return COLLAR_OK;
 }
 
+/* The CALL step that closes the call's mappings once every step before it
+ * is done, before the status agreement (backends whose owners must not
+ * free an allocation a peer still has open). */
+static collar_status_t zc_close_step(collar_sched_t *s, void *arg)
+{
+    ipc_op_t *op = arg;
+    if (!collar_sched_steps_done(s, 0, op->zc->before_close)) {
+        return COLLAR_INPROGRESS;
+    }
+    zc_release_all(op);
+    return COLLAR_OK;
+}
+
+/* The end of a zero-copy call: the close where the backend wants it, and
+ * the status agreement after every step. */
+static collar_status_t zc_finish(collar_sched_t *s, ipc_op_t *op)
+{
+    if (!op->region->dev->ipc_export_keep) {
+        op->zc->before_close = s->nsteps;
+        collar_step_t t = { .kind = COLLAR_STEP_CALL };
+        t.u.call.fn = zc_close_step;
+        t.u.call.arg = op;
+        COLLAR_CHECK(collar_sched_add(s, &t, NULL));
+    }
+    return collar_sched_add_agree(s, 1);
+}
+
 /* Zero-copy's steps after C1 (at c1). */
 static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
 {
@@ -350,7 +395,7 @@ static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
             COLLAR_CHECK(collar_ipc_add_reduce_ptrs(s, call, zc->send, g->n, recv,
                                                     (size_t)call->count, stream,
                                                     c1, &last));
-            return collar_sched_add_agree(s, 1);
+            return zc_finish(s, op);
         }
         /* Peers read the receive buffer until C2. */
         char *tmp = g->own + g->cap;
@@ -362,7 +407,7 @@ static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
                                            &c2));
         COLLAR_CHECK(collar_ipc_add_copy(s, recv, tmp, call->bytes, stream, c2,
                                          &last));
-        return collar_sched_add_agree(s, 1);
+        return zc_finish(s, op);
     }
     MPI_Count first, cnt;
     collar_block_range(call->count, g->n, g->rank, &first, &cnt);
@@ -387,7 +432,7 @@ static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
     COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE, reduced, &c2));
     COLLAR_CHECK(collar_ipc_add_gather_from(s, call, zc->recv, g->n, g->rank,
                                             stream, c2));
-    return collar_sched_add_agree(s, 1);
+    return zc_finish(s, op);
 }
 
 /* The continuation after C1: zero-copy when no rank said "cannot", else
@@ -411,7 +456,7 @@ static collar_status_t zc_go(collar_sched_t *s, void *arg)
     COLLAR_CHECK(collar_ipc_add_signal(s, op, 0, COLLAR_STEP_ON_PRIVATE, copied,
                                        &c1));
     COLLAR_CHECK(collar_ipc_add_after_intake(s, op, stream, c1));
-    return collar_sched_add_agree(s, 1);
+    return zc_finish(s, op);   /* (what one rank mapped, closed) */
 }
 
 collar_status_t collar_ipc_zc_add(collar_sched_t *s, ipc_op_t *op, int stream)

@@ -273,7 +273,8 @@ static const cfg_row_t table[] = {
       "sim device: inject failures, e.g. alloc:3,copy:10 (the 3rd staging "
       "allocation and the 10th copy of this process fail), ipcopen:1 (the "
       "first opening of a peer's IPC memory fails), ipckill:1 (the process "
-      "is killed in its first IPC allocation), for tests.",
+      "is killed in its first IPC allocation), export:1 (the first export "
+      "of an application's buffer for ipc's zero-copy fails), for tests.",
       FIELD(sim_fail), NULL, 0, 0 },
     { "COLLAR_SIM_STRICT", CFG_BOOL, "0",
       "sim device: before each schedule runs, abort if a buffer it hands to "

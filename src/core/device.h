@@ -166,6 +166,13 @@ typedef struct collar_device {
     collar_status_t (*ipc_export)(const void *ptr, size_t bytes,
                                   collar_ipc_handle_t *handle, uint64_t *base,
                                   size_t *offset, uint64_t *id);
+    /* 1 when a peer may keep such a mapping open after the call, across
+     * the owner's free of the allocation (the sim device: it reads the
+     * owner's pages as they are); 0 when every mapping must be closed
+     * before the owner may free (CUDA: a cudaFree of an allocation still
+     * opened elsewhere is undefined), so peers close theirs before the
+     * call's status agreement, and open them again at the next call. */
+    int ipc_export_keep;
 } collar_device_t;
 
 /* ------------------------------------------------------------------ pools */

@@ -1111,4 +1111,5 @@ const collar_device_t collar_device_sim = {
     .ipc_close          = sim_ipc_close,
     .ipc_free           = sim_ipc_unmap,
     .ipc_export         = sim_ipc_export,
+    .ipc_export_keep    = 1,
 };
