@@ -687,11 +687,18 @@ static sim_ipc_map_t *sim_ipc_take(void *ptr)
     return m;
 }
 
-/* This process's PID namespace (0: /proc has no ns/pid to tell). */
+/* This process's PID namespace (0: /proc has no ns/pid to tell), looked
+ * up once: every export of a buffer names it. */
 static uint64_t sim_pidns(void)
 {
-    struct stat st;
-    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+    static _Atomic uint64_t ns;   /* the inode + 1; 0: not looked up */
+    uint64_t v = atomic_load_explicit(&ns, memory_order_relaxed);
+    if (v == 0) {
+        struct stat st;
+        v = (stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0) + 1;
+        atomic_store_explicit(&ns, v, memory_order_relaxed);
+    }
+    return v - 1;
 }
 
 /* COLLAR_SIM_FAIL=ipckill:L: the process dies (SIGKILL: no handler, no
