@@ -48,6 +48,11 @@
  * (the one-int allreduces on the private communicator, issued in order by
  * the schedule engine), never from a kernel waiting on a peer's flag.
  *
+ * Zero-copy (ipc_user.c, COLLAR_IPC_ZEROCOPY): a call that is not
+ * persistent reads the peers' buffers in place instead, its card exchange
+ * standing for C0, with the rounds above (collar_ipc_add_after_intake) as
+ * its fallback when a rank cannot export or map a buffer.
+ *
  * Reuse of the region: C0 of a call is issued after this rank issued
  * every collective of the calls before it (the communicator's turn), the
  * last of which, the status agreement, waits for every step of its

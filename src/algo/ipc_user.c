@@ -111,8 +111,11 @@ static uint64_t        zc_clock;
 static void zc_close(ipc_map_t *m)
 {
     if (m->dev->ipc_close(m->ptr) != COLLAR_OK) {
-        collar_debug(MEM, "ipc: cannot close the mapping of process %ld's "
-                     "buffer", (long)m->pid);
+        /* (A broken context: the driver closes it when this process ends;
+         * until then the owner's free of that buffer is undefined.) */
+        collar_warn(MEM, "ipc: cannot close the mapping of process %ld's "
+                    "buffer: it stays open until this process ends",
+                    (long)m->pid);
     }
     free(m);
 }
@@ -391,21 +394,26 @@ static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
     int last;
     collar_debug(COLL, "ipc: zero-copy, %d ranks' buffers read in place", g->n);
     if (!zc_twoshot(op)) {
-        if (!call->in_place) {
+        /* One-shot exports the send buffer only: a receive buffer in host
+         * memory (a rank's own mix) is written by a copy, never a kernel. */
+        const int host = call->rmem == COLLAR_MEM_HOST;
+        if (!call->in_place && !host) {
             COLLAR_CHECK(collar_ipc_add_reduce_ptrs(s, call, zc->send, g->n, recv,
                                                     (size_t)call->count, stream,
                                                     c1, &last));
             return zc_finish(s, op);
         }
-        /* Peers read the receive buffer until C2. */
+        /* Into the own `out` area (no peer reads it); in place, peers read
+         * the receive buffer until C2. */
         char *tmp = g->own + g->cap;
-        int c2;
         COLLAR_CHECK(collar_ipc_add_reduce_ptrs(s, call, zc->send, g->n, tmp,
                                                 (size_t)call->count, stream, c1,
                                                 &last));
-        COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE, last,
-                                           &c2));
-        COLLAR_CHECK(collar_ipc_add_copy(s, recv, tmp, call->bytes, stream, c2,
+        if (call->in_place) {
+            COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE,
+                                               last, &last));
+        }
+        COLLAR_CHECK(collar_ipc_add_copy(s, recv, tmp, call->bytes, stream, last,
                                          &last));
         return zc_finish(s, op);
     }

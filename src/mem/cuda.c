@@ -1083,6 +1083,11 @@ static collar_status_t cu_ipc_export(const void *ptr, size_t bytes,
         || (uintptr_t)ptr < info.base
         || (uintptr_t)ptr - info.base > info.size
         || bytes > info.size - ((uintptr_t)ptr - info.base)) {
+        collar_debug(MEM, "cuda: %p (%zu bytes) is not cudaMalloc memory "
+                     "collar can export (%s, device %d, allocation %#llx, "
+                     "%zu bytes, buffer id %llu)", ptr, bytes,
+                     collar_mem_kind_name(info.kind), info.device,
+                     (unsigned long long)info.base, info.size, info.buffer_id);
         return COLLAR_ERR_UNAVAILABLE;
     }
     if (cu.get_attr == NULL
