@@ -22,7 +22,11 @@
  *       copies in (below)
  *   one-shot:  R = S0 op S1 ... op Sn-1, read in place; in place (S = R,
  *       which peers are reading), into the region's `out` area, then
- *       C2 "every rank has read every input" and a copy into R
+ *       C2 "every rank has read every input" and a copy into R.  C2 is
+ *       issued on every rank when any rank's card says in place: MPI asks
+ *       every rank to pass MPI_IN_PLACE alike, but collar takes a
+ *       different mix of buffers on each rank (tests/mpi/test_mix.c), and
+ *       the ranks must issue the same collectives
  *   two-shot:  R[r] = S0[r] op ... op Sn-1[r] (own slice straight into
  *       the receive buffer; in place R[r] is S[r], which only this rank
  *       reads: its own input first there, so that the output only ever
@@ -77,6 +81,8 @@ typedef struct {
 typedef struct {
     int32_t        cannot;   /* 1: a buffer cannot be exported */
     int32_t        pid;
+    int32_t        in_place; /* (ranks may differ: a mix of buffers) */
+    int32_t        pad;
     ipc_buf_card_t buf[2];   /* the send buffer, the receive buffer */
 } ipc_zc_card_t;
 
@@ -304,6 +310,7 @@ static void zc_fill_card(const ipc_op_t *op, const collar_device_t *dev,
 {
     const void *buf[2] = { zc_send(&op->call), op->call.rbuf };
     c->pid = (int32_t)getpid();
+    c->in_place = op->call.in_place != 0;
     for (int b = 0; b < nbufs && !c->cannot; b++) {
         size_t off = 0;
         if (dev->ipc_export == NULL
@@ -394,6 +401,12 @@ static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
     int last;
     collar_debug(COLL, "ipc: zero-copy, %d ranks' buffers read in place", g->n);
     if (!zc_twoshot(op)) {
+        /* C2 on every rank when any rank is in place (ranks may pass
+         * different mixes of buffers, and must issue the same signals). */
+        int c2 = 0;
+        for (int i = 0; i < g->n; i++) {
+            c2 |= zc->all[i].in_place != 0;
+        }
         /* One-shot exports the send buffer only: a receive buffer in host
          * memory (a rank's own mix) is written by a copy, never a kernel. */
         const int host = call->rmem == COLLAR_MEM_HOST;
@@ -401,6 +414,10 @@ static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
             COLLAR_CHECK(collar_ipc_add_reduce_ptrs(s, call, zc->send, g->n, recv,
                                                     (size_t)call->count, stream,
                                                     c1, &last));
+            if (c2) {
+                COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE,
+                                                   last, &last));
+            }
             return zc_finish(s, op);
         }
         /* Into the own `out` area (no peer reads it); in place, peers read
@@ -409,7 +426,7 @@ static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
         COLLAR_CHECK(collar_ipc_add_reduce_ptrs(s, call, zc->send, g->n, tmp,
                                                 (size_t)call->count, stream, c1,
                                                 &last));
-        if (call->in_place) {
+        if (c2) {
             COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE,
                                                last, &last));
         }
