@@ -201,7 +201,7 @@ static void nonblocking(void)
                                    MPI_SUM, MPI_COMM_WORLD, &req[j]),
                     "iallreduce");
     }
-    tu_check_rc(MPI_Waitall(K, req, MPI_STATUSES_IGNORE), "waitall");
+    tu_check_rc(MPI_Waitall(K, req, tu_statuses_ignore()), "waitall");
     for (int j = 0; j < K; j++) {
         verify(&b[j], 300 + j, "nonblocking");
         buf_free(&b[j]);
