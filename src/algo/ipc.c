@@ -49,6 +49,11 @@
  * (the one-int allreduces on the private communicator, issued in order by
  * the schedule engine), never from a kernel waiting on a peer's flag.
  *
+ * Zero-copy (ipc_user.c, COLLAR_IPC_ZEROCOPY): a call that is not
+ * persistent reads the peers' buffers in place instead, its card exchange
+ * standing for C0, with the rounds above (collar_ipc_add_after_intake) as
+ * its fallback when a rank cannot export or map a buffer.
+ *
  * Reuse of the region: C0 of a call is issued after this rank issued
  * every collective of the calls before it (the communicator's turn), the
  * last of which, the status agreement, waits for every step of its
@@ -384,6 +389,7 @@ static void ipc_state_release(void *arg)
 
 void collar_ipc_finalize(int barrier)
 {
+    collar_ipc_zc_finalize();
     /* Once every process is here, every mapping is closed (every schedule
      * is over), unless a process could not close one: the MIN of "closed
      * all" over MPI_COMM_WORLD.  Not known (the collective fails), or a
@@ -682,6 +688,7 @@ static void ipc_op_free(collar_sched_t *s)
         op->region->code_out = IPC_NO_MAP;
         ipc_registered(s, op->region, op->plan.alg);
     }
+    collar_ipc_zc_free(op);
     collar_ipc_region_unref(op->region);
     free(op);
 }
@@ -838,19 +845,33 @@ collar_status_t collar_ipc_add_reduce_all(collar_sched_t *s,
                                           char *dst, size_t off, size_t count,
                                           int stream, int dep, int *last)
 {
+    const char *src[g->n];
+    for (int i = 0; i < g->n; i++) {
+        src[i] = g->peer[i] + area + off;
+    }
+    return collar_ipc_add_reduce_ptrs(s, call, src, g->n, dst, count, stream,
+                                      dep, last);
+}
+
+collar_status_t collar_ipc_add_reduce_ptrs(collar_sched_t *s,
+                                           const collar_call_t *call,
+                                           const char *const *src, int n,
+                                           char *dst, size_t count, int stream,
+                                           int dep, int *last)
+{
     const size_t bytes = count * (size_t)call->type_size;
-    if (s->dev->reduce_n_async != NULL && g->n > 1) {
+    if (s->dev->reduce_n_async != NULL && n > 1) {
         /* One pass a group of inputs; a later group goes on from dst. */
         int i = 0;
         *last = dep;
-        while (i < g->n) {
+        while (i < n) {
             collar_step_t t = { .kind = COLLAR_STEP_DEV_REDUCE_N };
             int k = 0;
             if (i > 0) {
                 t.u.reduce_n.src[k++] = dst;
             }
-            while (k < COLLAR_REDUCE_N_MAX && i < g->n) {
-                t.u.reduce_n.src[k++] = g->peer[i++] + area + off;
+            while (k < COLLAR_REDUCE_N_MAX && i < n) {
+                t.u.reduce_n.src[k++] = src[i++];
             }
             t.u.reduce_n.dst = dst;
             t.u.reduce_n.n = k;
@@ -862,11 +883,11 @@ collar_status_t collar_ipc_add_reduce_all(collar_sched_t *s,
         }
         return COLLAR_OK;
     }
-    COLLAR_CHECK(collar_ipc_add_copy(s, dst, g->peer[0] + area + off, bytes, stream, dep, last));
-    for (int i = 1; i < g->n; i++) {
+    COLLAR_CHECK(collar_ipc_add_copy(s, dst, src[0], bytes, stream, dep, last));
+    for (int i = 1; i < n; i++) {
         collar_step_t t = { .kind = COLLAR_STEP_DEV_REDUCE };
         t.u.reduce.inout = dst;
-        t.u.reduce.in = g->peer[i] + area + off;
+        t.u.reduce.in = src[i];
         t.u.reduce.count = count;
         t.u.reduce.dt = call->cdt;
         t.u.reduce.op = call->cop;
@@ -899,16 +920,28 @@ collar_status_t collar_ipc_add_gather(collar_sched_t *s, const collar_call_t *ca
                                       const ipc_region_t *g, int nslices,
                                       int stream, int dep)
 {
+    const char *from[nslices];
+    for (int p = 0; p < nslices; p++) {
+        from[p] = g->peer[p] + g->cap;
+    }
+    return collar_ipc_add_gather_from(s, call, from, nslices, -1, stream, dep);
+}
+
+collar_status_t collar_ipc_add_gather_from(collar_sched_t *s,
+                                           const collar_call_t *call,
+                                           const char *const *from, int nslices,
+                                           int skip, int stream, int dep)
+{
     const int nstreams = s->dev->nstreams();
     const size_t esize = (size_t)call->type_size;
     char *recv = call->rbuf;
     for (int p = 0; p < nslices; p++) {
         MPI_Count first, cnt;
         collar_block_range(call->count, nslices, p, &first, &cnt);
-        if (cnt > 0) {
+        if (cnt > 0 && p != skip) {
             const size_t off = (size_t)first * esize;
             int last;
-            COLLAR_CHECK(collar_ipc_add_copy(s, recv + off, g->peer[p] + g->cap + off,
+            COLLAR_CHECK(collar_ipc_add_copy(s, recv + off, from[p] + off,
                                              (size_t)cnt * esize,
                                              (stream + p) % nstreams, dep, &last));
         }
@@ -916,19 +949,14 @@ collar_status_t collar_ipc_add_gather(collar_sched_t *s, const collar_call_t *ca
     return COLLAR_OK;
 }
 
-/* ipc's own steps, on a registered region. */
-static collar_status_t ipc_steps(const collar_call_t *call,
-                                 const collar_plan_t *plan, collar_sched_t *s,
-                                 ipc_op_t *op)
+collar_status_t collar_ipc_add_after_intake(collar_sched_t *s, ipc_op_t *op,
+                                           int stream, int c1)
 {
+    const collar_call_t *call = &op->call;
     const ipc_region_t *g = op->region;
-    const int stream = (int)(s->seq % (uint64_t)s->dev->nstreams());
     const size_t in = 0, out = g->cap;
-
-    int c1, last;
-    COLLAR_CHECK(collar_ipc_add_intake(s, op, call, COLLAR_STEP_ON_PRIVATE, stream,
-                                       &c1));
-    if (call->bytes < collar_algo_ipc_oneshot(plan) || g->n == 1) {
+    int last;
+    if (call->bytes < collar_algo_ipc_oneshot(&op->plan) || g->n == 1) {
         /* A kernel writes the result: into the receive buffer when it is
          * device memory, else into the own `out` area (unused by one-shot,
          * no peer reads it before the next call's C0), copied out from
@@ -946,10 +974,11 @@ static collar_status_t ipc_steps(const collar_call_t *call,
             COLLAR_CHECK(collar_ipc_add_copy(s, call->rbuf, dst, call->bytes,
                                              stream, last, &last));
         }
-        if (call->blocking) {
+        if (call->blocking && op->zc == NULL) {
             /* Nothing of the schedule overlaps C0 or C1: the MPI library's
-             * blocking allreduce (collar_sched_block_coll; the calling
-             * thread runs the schedule, collar_algo_ipc_build). */
+             * blocking allreduce where every rank runs the progress thread
+             * (collar_sched_block_coll; the calling thread runs the
+             * schedule, collar_algo_ipc_build). */
             collar_sched_block_coll(s, c1 - 2);   /* C0: intake's order */
             collar_sched_block_coll(s, c1);
             /* A blocking call: C1 carries the status agreement ("this
@@ -962,9 +991,9 @@ static collar_status_t ipc_steps(const collar_call_t *call,
              * reads of the peers' memory included. */
             collar_sched_fold_agree(s, c1, &op->sig_in[1], COLLAR_DT_INT32,
                                     COLLAR_OP_MAX);
-            return COLLAR_OK;
+            op->agreed = 1;
         }
-        return collar_sched_add_agree(s, 1);
+        return COLLAR_OK;
     }
 
     /* Two-shot: this rank's slice of every input, reduced into its out. */
@@ -979,8 +1008,25 @@ static collar_status_t ipc_steps(const collar_call_t *call,
     }
     int c2;
     COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE, reduced, &c2));
-    COLLAR_CHECK(collar_ipc_add_gather(s, call, g, g->n, stream, c2));
-    return collar_sched_add_agree(s, 1);
+    return collar_ipc_add_gather(s, call, g, g->n, stream, c2);
+}
+
+/* ipc's own steps, on a registered region: the peers' buffers read in
+ * place where the call allows (ipc_user.c), else through the copy-in. */
+static collar_status_t ipc_steps(const collar_call_t *call,
+                                 const collar_plan_t *plan, collar_sched_t *s,
+                                 ipc_op_t *op)
+{
+    (void)plan;
+    const int stream = (int)(s->seq % (uint64_t)s->dev->nstreams());
+    if (collar_ipc_zc_wanted(op)) {
+        return collar_ipc_zc_add(s, op, stream);
+    }
+    int c1;
+    COLLAR_CHECK(collar_ipc_add_intake(s, op, call, COLLAR_STEP_ON_PRIVATE, stream,
+                                       &c1));
+    COLLAR_CHECK(collar_ipc_add_after_intake(s, op, stream, c1));
+    return op->agreed ? COLLAR_OK : collar_sched_add_agree(s, 1);
 }
 
 collar_status_t collar_algo_ipc_build(const collar_call_t *call,

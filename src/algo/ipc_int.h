@@ -72,7 +72,10 @@ typedef struct ipc_op {
     collar_plan_t         plan;
     collar_ipc_steps_fn_t steps;
     int                   registrar;   /* this call registers the region */
+    int                   agreed;      /* the status agreement rides in C1
+                                          (a blocking one-shot) */
     int                   first_recv, nexch;   /* its exchange: nexch steps from first_recv */
+    struct ipc_zc        *zc;          /* zero-copy's (ipc_user.c), or NULL */
 } ipc_op_t;
 
 /*
@@ -114,5 +117,35 @@ collar_status_t collar_ipc_add_reduce_all(collar_sched_t *s,
                                           const ipc_region_t *g, size_t area,
                                           char *dst, size_t off, size_t count,
                                           int stream, int dep, int *last);
+/* The same from n inputs anywhere: dst = src[0] op ... op src[n-1]. */
+collar_status_t collar_ipc_add_reduce_ptrs(collar_sched_t *s,
+                                           const collar_call_t *call,
+                                           const char *const *src, int n,
+                                           char *dst, size_t count, int stream,
+                                           int dep, int *last);
+/* collar_ipc_add_gather's copies from from[p] (slice p at its offset
+ * there) for every p but `skip` (-1: none). */
+collar_status_t collar_ipc_add_gather_from(collar_sched_t *s,
+                                           const collar_call_t *call,
+                                           const char *const *from, int nslices,
+                                           int skip, int stream, int dep);
+/* ipc's steps once every input is in its `in` area (signal 1 at c1): the
+ * one-shot reduction, or two-shot's reduce-scatter, signal 2 and gather;
+ * the status agreement is the caller's. */
+collar_status_t collar_ipc_add_after_intake(collar_sched_t *s, ipc_op_t *op,
+                                            int stream, int c1);
+
+/*
+ * Zero-copy (ipc_user.c): ipc reading the peers' buffers in place.
+ * wanted: whether this call tries (alike on every rank: ipc, not
+ * persistent, more than one rank, COLLAR_IPC_ZEROCOPY); add: its steps,
+ * the status agreement included (falling back to the copy-in by itself
+ * where a rank cannot export or map); free: what a schedule holds;
+ * finalize: every mapping closed (MPI_Finalize).
+ */
+int collar_ipc_zc_wanted(const ipc_op_t *op);
+collar_status_t collar_ipc_zc_add(collar_sched_t *s, ipc_op_t *op, int stream);
+void collar_ipc_zc_free(ipc_op_t *op);
+void collar_ipc_zc_finalize(void);
 
 #endif /* COLLAR_IPC_INT_H */

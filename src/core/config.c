@@ -155,6 +155,21 @@ static const cfg_row_t table[] = {
       "Allreduce rules inline, separated by ';', in the tuning-table format "
       "(docs/tuning.md); stronger than COLLAR_TUNING_FILE.",
       FIELD(allreduce_rules), NULL, 0, 0 },
+    { "COLLAR_IPC_ZEROCOPY", CFG_BOOL, "1",
+      "ipc reads the peers' buffers in place (their allocations mapped "
+      "through IPC handles, cached) instead of copying every input into "
+      "IPC memory first, where every rank's buffers can be exported; 0: "
+      "always copy in (docs/ipc.md).",
+      FIELD(ipc_zerocopy), NULL, 0, 0 },
+    { "COLLAR_IPC_ZEROCOPY_MIN", CFG_SIZE, "256K",
+      "ipc zero-copy from this message size up (the same on every rank); "
+      "below it the inputs are copied in, which costs less than exchanging "
+      "and mapping the buffers (docs/ipc.md).",
+      FIELD(ipc_zerocopy_min), NULL, 0, 0 },
+    { "COLLAR_IPC_MAPS", CFG_LONG, "64",
+      "ipc zero-copy: how many peers' buffer allocations a process keeps "
+      "mapped; the least recently used one not in use is closed beyond it.",
+      FIELD(ipc_maps), NULL, 1, 65536 },
     { "COLLAR_TUNING_FILE", CFG_STRING, "",
       "A tuning table (collar-tune writes them); stronger than the site default.",
       FIELD(tuning_file), NULL, 0, 0 },
@@ -168,7 +183,8 @@ static const cfg_row_t table[] = {
       FIELD(nccl_library), NULL, 0, 0 },
     { "COLLAR_GDRCOPY", CFG_ENUM, "auto",
       "Copy small device buffers (up to a staged rule's gdrcopy=, default "
-      "8K) by the CPU through a GDRCopy mapping: auto (where libgdrapi.so.2 "
+      "8K) by the CPU through a GDRCopy mapping (their bytes from the first "
+      "64 KiB boundary inside their allocation): auto (where libgdrapi.so.2 "
       "loads and its driver opens), 1 (the same, with a warning where it "
       "cannot), 0 (never).",
       FIELD(gdrcopy), gdrcopy_modes, 0, 0 },
@@ -277,7 +293,8 @@ static const cfg_row_t table[] = {
       "sim device: inject failures, e.g. alloc:3,copy:10 (the 3rd staging "
       "allocation and the 10th copy of this process fail), ipcopen:1 (the "
       "first opening of a peer's IPC memory fails), ipckill:1 (the process "
-      "is killed in its first IPC allocation), for tests.",
+      "is killed in its first IPC allocation), export:1 (the first export "
+      "of an application's buffer for ipc's zero-copy fails), for tests.",
       FIELD(sim_fail), NULL, 0, 0 },
     { "COLLAR_SIM_STRICT", CFG_BOOL, "0",
       "sim device: before each schedule runs, abort if a buffer it hands to "

@@ -169,6 +169,10 @@ typedef struct {
     char                *nccl_library;   /* COLLAR_NCCL_LIBRARY */
     int                  gdrcopy;        /* collar_gdrcopy_mode_t */
     char                *gdrcopy_library; /* COLLAR_GDRCOPY_LIBRARY */
+    int                  ipc_zerocopy;   /* COLLAR_IPC_ZEROCOPY */
+    size_t               ipc_zerocopy_min; /* COLLAR_IPC_ZEROCOPY_MIN */
+    long                 ipc_maps;       /* COLLAR_IPC_MAPS: peers' buffers
+                                            kept mapped */
     size_t               chunk_size;
     int                  mpi_cuda_aware; /* 0 auto, 1 yes, 2 no */
     int                  check;          /* COLLAR_CHECK: verify agreement */

@@ -165,6 +165,27 @@ typedef struct collar_device {
     void (*ipc_published)(void *ptr);
     collar_status_t (*ipc_close)(void *ptr);
     void (*ipc_free)(void *ptr);
+    /*
+     * Optional (NULL: only ipc_alloc's memory can be shared).  The
+     * application's buffer [ptr, ptr + bytes) for peers to read in place
+     * (ipc's zero-copy, src/algo/ipc_user.c): the handle of the allocation
+     * that holds it (opened by peers with ipc_open, closed with ipc_close;
+     * what they map is only read), the allocation's address in this
+     * process (*base), the buffer's offset in it, and an id that changes
+     * when the allocation is freed and another made at the same address
+     * (a peer's mapping of the old one is stale).  COLLAR_ERR_UNAVAILABLE
+     * when that memory cannot be exported (the call then copies in).
+     */
+    collar_status_t (*ipc_export)(const void *ptr, size_t bytes,
+                                  collar_ipc_handle_t *handle, uint64_t *base,
+                                  size_t *offset, uint64_t *id);
+    /* 1 when a peer may keep such a mapping open after the call, across
+     * the owner's free of the allocation (the sim device: it reads the
+     * owner's pages as they are); 0 when every mapping must be closed
+     * before the owner may free (CUDA: a cudaFree of an allocation still
+     * opened elsewhere is undefined), so peers close theirs before the
+     * call's status agreement, and open them again at the next call. */
+    int ipc_export_keep;
 } collar_device_t;
 
 /* ------------------------------------------------------------------ pools */

@@ -1141,6 +1141,75 @@ static collar_status_t cu_ipc_close(void *ptr)
     return err == cudaSuccess ? COLLAR_OK : COLLAR_ERR_DEVICE;
 }
 
+/*
+ * The application's buffer for peers to read in place (ipc's zero-copy).
+ * Exportable only when the pointer cache (cuPointerGetAttributes) says
+ * device memory, not managed, with its allocation's base and buffer id,
+ * the buffer inside the allocation, and the driver says so:
+ *   - "Takes a pointer to the base of an existing device memory allocation
+ *     previously allocated with cudaMalloc and exports it for use in
+ *     another process" (cudaIpcGetMemHandle): the handle is taken at the
+ *     allocation's base (CU_POINTER_ATTRIBUTE_RANGE_START_ADDR), the
+ *     buffer's offset travels beside it;
+ *   - CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: "Returns in *data a
+ *     boolean that indicates if the pointed to memory is capable to be
+ *     used with legacy CUDA IPC APIs" (cuPointerGetAttribute) -- 0 for
+ *     memory from cuMemCreate (VMM) and from stream-ordered pools
+ *     (cudaMallocAsync), which have their own export mechanisms;
+ *   - managed memory (CU_POINTER_ATTRIBUTE_IS_MANAGED) and host memory
+ *     are not cudaMalloc memory;
+ *   - "If a region of memory is freed with cudaFree and a subsequent call
+ *     to cudaMalloc returns memory with the same device address,
+ *     cudaIpcGetMemHandle will return a unique handle for the new memory"
+ *     (cudaIpcGetMemHandle): the buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID,
+ *     "unique for the lifetime of the process") tells peers the same.
+ * A failing cudaIpcGetMemHandle is "cannot export" too (the call copies
+ * in on every rank).
+ */
+static collar_status_t cu_ipc_export(const void *ptr, size_t bytes,
+                                     collar_ipc_handle_t *handle,
+                                     uint64_t *base, size_t *offset,
+                                     uint64_t *id)
+{
+    collar_ptr_info_t info;
+    unsigned int capable = 0;
+    if (cu_info(ptr, &info) != COLLAR_OK || info.kind != COLLAR_MEM_DEVICE
+        || info.base == 0 || info.buffer_id == 0 || info.device < 0
+        || (uintptr_t)ptr < info.base
+        || (uintptr_t)ptr - info.base > info.size
+        || bytes > info.size - ((uintptr_t)ptr - info.base)) {
+        collar_debug(MEM, "cuda: %p (%zu bytes) is not cudaMalloc memory "
+                     "collar can export (%s, device %d, allocation %#llx, "
+                     "%zu bytes, buffer id %llu)", ptr, bytes,
+                     collar_mem_kind_name(info.kind), info.device,
+                     (unsigned long long)info.base, info.size, info.buffer_id);
+        return COLLAR_ERR_UNAVAILABLE;
+    }
+    if (cu.get_attr == NULL
+        || cu.get_attr(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                       (CUdeviceptr)(uintptr_t)ptr) != CUDA_SUCCESS
+        || !capable) {
+        return COLLAR_ERR_UNAVAILABLE;
+    }
+    cudaIpcMemHandle_t h;
+    cu_current_t cur;
+    cu_enter(info.device, &cur);
+    const cudaError_t err = cudaIpcGetMemHandle(&h, (void *)info.base);
+    cu_restore_current(&cur);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        collar_debug(MEM, "cuda: cudaIpcGetMemHandle of a buffer failed: %s",
+                     cudaGetErrorString(err));
+        return COLLAR_ERR_UNAVAILABLE;
+    }
+    memset(handle, 0, sizeof(*handle));
+    memcpy(handle->bytes, &h, sizeof(h));
+    *base = (uint64_t)info.base;
+    *offset = (size_t)((uintptr_t)ptr - info.base);
+    *id = (uint64_t)info.buffer_id;
+    return COLLAR_OK;
+}
+
 const collar_device_t collar_device_cuda = {
     .name               = "cuda",
     .init               = cu_init,
@@ -1169,4 +1238,6 @@ const collar_device_t collar_device_cuda = {
     .ipc_published      = cu_ipc_published,
     .ipc_close          = cu_ipc_close,
     .ipc_free           = cu_dev_free,
+    .ipc_export         = cu_ipc_export,
+    .ipc_export_keep    = 0,
 };

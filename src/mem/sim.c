@@ -56,6 +56,21 @@
  *     another file at the path (the owner gone, its PID and descriptor
  *     reused), does not map it: the open fails and ipc falls back on every
  *     rank.
+ *   - the application's buffers, for ipc's zero-copy (ipc_export): the
+ *     sim device has no allocations, so a buffer exports the pages that
+ *     hold it (the handle: owner's PID, its PID namespace, the address and
+ *     length; the id is the length, so a longer buffer at the same address
+ *     is a new "allocation").  A peer's ipc_open checks that it may read
+ *     the owner's memory (process_vm_readv of one byte: cross-memory
+ *     attach takes ptrace attach access, which Yama's ptrace_scope=1 or a
+ *     seccomp filter may deny) and reserves an inaccessible range
+ *     (PROT_NONE) as the mapping, so that touching it other than through
+ *     this device's copies and reductions faults at once.  The stream
+ *     workers read the owner's pages with process_vm_readv; a read that
+ *     fails (the owner gone) fails the operation's event.  Peer reads take
+ *     the time of device memory, as reads of a peer's IPC memory do.
+ *     "export:K" in COLLAR_SIM_FAIL makes the K-th export fail (a buffer
+ *     that cannot be exported, as managed or host memory on CUDA).
  * Worker threads start on the first operation, so a process that never
  * stages anything never has them.  Under COLLAR_SIM_INLINE=1 there are
  * none: each copy or reduction runs at once in the calling thread, under
@@ -79,6 +94,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,6 +117,10 @@ typedef struct sim_op {
     collar_op_t    op;
     int            nsrc;    /* SIM_REDUCE: srcs[0 .. nsrc - 1] */
     const void    *srcs[COLLAR_REDUCE_N_MAX];
+    /* A source in a peer's exported buffer (SIM_COPY: index 0): the
+     * owner's PID (0: a local source) and the address there. */
+    int32_t        rpid[COLLAR_REDUCE_N_MAX];
+    const void    *raddr[COLLAR_REDUCE_N_MAX];
 } sim_op_t;
 
 /* When the last SIM_TIMES operations of a stream ran (event_times), by
@@ -110,6 +130,7 @@ typedef struct sim_op {
 typedef struct {
     _Atomic uint64_t ticket;
     _Atomic uint64_t start, end;
+    _Atomic int      failed;   /* a peer read failed (event_query) */
 } sim_time_t;
 
 struct collar_stream {
@@ -136,6 +157,8 @@ static uint64_t         sim_fail_alloc_at;
 static uint64_t         sim_fail_copy_at;
 static uint64_t         sim_fail_ipcopen_at;
 static uint64_t         sim_fail_ipckill_at;
+static uint64_t         sim_fail_export_at;
+static _Atomic uint64_t sim_nexports;
 static _Atomic uint64_t sim_nallocs;
 static _Atomic uint64_t sim_ncopies;
 static _Atomic uint64_t sim_nipcopens;
@@ -195,27 +218,63 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* `bytes` at `raddr` in process `pid` (a peer's exported buffer) into
+ * dst; 0 when they cannot be read. */
+static int sim_peer_read(void *dst, int32_t pid, const void *raddr, size_t bytes)
+{
+    while (bytes > 0) {
+        struct iovec local = { dst, bytes };
+        struct iovec remote = { (void *)raddr, bytes };
+        const ssize_t n = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
+        if (n <= 0) {
+            collar_debug(MEM, "sim: cannot read %zu bytes of process %ld: %m",
+                         bytes, (long)pid);
+            return 0;
+        }
+        dst = (char *)dst + n;
+        raddr = (const char *)raddr + n;
+        bytes -= (size_t)n;
+    }
+    return 1;
+}
+
 /* dst = src[n-1] op (... op (src[1] op src[0])), a block at a time so
  * that the block of dst stays in cache while every input is added: the
- * bits of a copy and n-1 pairwise reductions, one pass over memory. */
-static void sim_reduce_n(const sim_op_t *op)
+ * bits of a copy and n-1 pairwise reductions, one pass over memory.  A
+ * peer's block is read into `bounce` first.  0 when a peer read failed. */
+static int sim_reduce_n(const sim_op_t *op)
 {
     const size_t esize = collar_dtype_size(op->dt);
     const size_t block = esize < 16384 ? 16384 / esize : 1;
     char *dst = op->dst;
+    char bounce[16384 + 64];
     for (size_t first = 0; first < op->count; first += block) {
         const size_t cnt = op->count - first < block ? op->count - first : block;
         const size_t off = first * esize;
         const char *src0 = (const char *)op->srcs[0] + off;
-        if (dst + off != src0) {
+        if (op->rpid[0] != 0) {
+            if (!sim_peer_read(dst + off, op->rpid[0],
+                               (const char *)op->raddr[0] + off, cnt * esize)) {
+                return 0;
+            }
+        } else if (dst + off != src0) {
             memcpy(dst + off, src0, cnt * esize);
         }
         for (int k = 1; k < op->nsrc; k++) {
+            const char *in = (const char *)op->srcs[k] + off;
+            if (op->rpid[k] != 0) {
+                /* (esize <= 64: one element fits when block is 1) */
+                if (!sim_peer_read(bounce, op->rpid[k],
+                                   (const char *)op->raddr[k] + off, cnt * esize)) {
+                    return 0;
+                }
+                in = bounce;
+            }
             /* The pair was checked by sim_reduce_n_async. */
-            (void)collar_reduce_host(dst + off, (const char *)op->srcs[k] + off,
-                                     cnt, op->dt, op->op);
+            (void)collar_reduce_host(dst + off, in, cnt, op->dt, op->op);
         }
     }
+    return 1;
 }
 
 /* Perform `op` (or, injected, fail it), then record its times and complete
@@ -225,6 +284,7 @@ static void sim_run(struct collar_stream *s, const sim_op_t *op)
 {
     sim_jitter(s);
     const uint64_t start = now_ns();
+    int ok = 1;
     if (op->fail) {
         /* Injected failure: nothing is done; the event reports it. */
     } else if (op->kind == SIM_COPY) {
@@ -235,7 +295,9 @@ static void sim_run(struct collar_stream *s, const sim_op_t *op)
                                          || collar_cfg.sim_bandwidth != 0
                                        : collar_cfg.sim_device_bandwidth != 0;
         const uint64_t t0 = modelled ? now_ns() : 0;
-        if (op->bytes != 0 && op->dst != op->src) {
+        if (op->rpid[0] != 0) {
+            ok = sim_peer_read(op->dst, op->rpid[0], op->raddr[0], op->bytes);
+        } else if (op->bytes != 0 && op->dst != op->src) {
             memmove(op->dst, op->src, op->bytes);
         }
         if (modelled && op->count) {
@@ -246,7 +308,7 @@ static void sim_run(struct collar_stream *s, const sim_op_t *op)
     } else {
         const int modelled = collar_cfg.sim_device_bandwidth != 0;
         const uint64_t t0 = modelled ? now_ns() : 0;
-        sim_reduce_n(op);
+        ok = sim_reduce_n(op);
         if (modelled) {
             sim_device_time((size_t)(op->nsrc + 1) * op->count
                             * collar_dtype_size(op->dt), now_ns() - t0);
@@ -255,6 +317,7 @@ static void sim_run(struct collar_stream *s, const sim_op_t *op)
     sim_time_t *tm = &s->times[op->ticket % SIM_TIMES];
     atomic_store_explicit(&tm->ticket, 0, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&tm->failed, !ok, memory_order_relaxed);
     atomic_store_explicit(&tm->start, start, memory_order_relaxed);
     atomic_store_explicit(&tm->end, now_ns(), memory_order_relaxed);
     atomic_store_explicit(&tm->ticket, op->ticket, memory_order_release);
@@ -344,13 +407,15 @@ static int sim_fail_item(const char *p, size_t len, const char *kind,
 }
 
 /* Parse COLLAR_SIM_FAIL: "alloc:N", "copy:M", "ipcopen:K", "ipckill:L",
- * comma-separated. */
+ * "export:E", comma-separated. */
 static void sim_fail_parse(const char *spec)
 {
     sim_fail_alloc_at = 0;
     sim_fail_copy_at = 0;
     sim_fail_ipcopen_at = 0;
     sim_fail_ipckill_at = 0;
+    sim_fail_export_at = 0;
+    atomic_store(&sim_nexports, 0);
     atomic_store(&sim_nallocs, 0);
     atomic_store(&sim_ncopies, 0);
     atomic_store(&sim_nipcopens, 0);
@@ -359,6 +424,7 @@ static void sim_fail_parse(const char *spec)
         return;
     }
     uint64_t alloc_at = 0, copy_at = 0, ipcopen_at = 0, ipckill_at = 0;
+    uint64_t export_at = 0;
     const char *p = spec;
     int ok = 1;
     for (;;) {
@@ -366,7 +432,8 @@ static void sim_fail_parse(const char *spec)
         if (!sim_fail_item(p, n, "alloc", &alloc_at)
             && !sim_fail_item(p, n, "copy", &copy_at)
             && !sim_fail_item(p, n, "ipcopen", &ipcopen_at)
-            && !sim_fail_item(p, n, "ipckill", &ipckill_at)) {
+            && !sim_fail_item(p, n, "ipckill", &ipckill_at)
+            && !sim_fail_item(p, n, "export", &export_at)) {
             ok = 0;
             break;
         }
@@ -377,7 +444,7 @@ static void sim_fail_parse(const char *spec)
     }
     if (!ok) {
         collar_warn_lead(ENV, "COLLAR_SIM_FAIL='%.64s' is invalid: expected "
-                         "alloc:N, copy:M, ipcopen:K and/or ipckill:L, "
+                         "alloc:N, copy:M, ipcopen:K, ipckill:L and/or export:E, "
                          "comma-separated, each at most once, from 1 (e.g. "
                          "alloc:3,copy:10); no failure is injected", spec);
         return;
@@ -386,6 +453,7 @@ static void sim_fail_parse(const char *spec)
     sim_fail_copy_at = copy_at;
     sim_fail_ipcopen_at = ipcopen_at;
     sim_fail_ipckill_at = ipckill_at;
+    sim_fail_export_at = export_at;
     collar_debug(MEM, "sim device: allocation %llu, copy %llu and IPC open "
                  "%llu fail, IPC allocation %llu kills the process (0: none)",
                  (unsigned long long)alloc_at, (unsigned long long)copy_at,
@@ -573,17 +641,22 @@ typedef struct {
     uint64_t pidns;     /* st_ino of the owner's /proc/self/ns/pid */
     int32_t  pid;
     int32_t  fd;
+    uint64_t addr;      /* ipc_export: the pages' address (fd -1), else 0 */
 } sim_ipc_handle_t;
 
 _Static_assert(sizeof(sim_ipc_handle_t) <= sizeof(collar_ipc_handle_t),
                "the sim IPC handle fits collar_ipc_handle_t");
 
-/* Mappings, own and of peers; fd: an own memfd until published, else -1. */
+/* Mappings, own and of peers; fd: an own memfd until published, else -1.
+ * A peer's exported buffer: pid is the owner's, addr its address there
+ * (ptr is the inaccessible range that stands for it here). */
 typedef struct sim_ipc_map {
     struct sim_ipc_map *next;
     void               *ptr;
     size_t              len;
     int                 fd;
+    int32_t             pid;
+    uint64_t            addr;
 } sim_ipc_map_t;
 
 static sim_ipc_map_t   *sim_ipc_maps;
@@ -624,11 +697,18 @@ static sim_ipc_map_t *sim_ipc_take(void *ptr)
     return m;
 }
 
-/* This process's PID namespace (0: /proc has no ns/pid to tell). */
+/* This process's PID namespace (0: /proc has no ns/pid to tell), looked
+ * up once: every export of a buffer names it. */
 static uint64_t sim_pidns(void)
 {
-    struct stat st;
-    return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+    static _Atomic uint64_t ns;   /* the inode + 1; 0: not looked up */
+    uint64_t v = atomic_load_explicit(&ns, memory_order_relaxed);
+    if (v == 0) {
+        struct stat st;
+        v = (stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0) + 1;
+        atomic_store_explicit(&ns, v, memory_order_relaxed);
+    }
+    return v - 1;
 }
 
 /* COLLAR_SIM_FAIL=ipckill:L: the process dies (SIGKILL: no handler, no
@@ -691,10 +771,15 @@ static int sim_ipc_reachable(const char *peer_where)
     return strcmp(peer_where, "sim") == 0;
 }
 
+static collar_status_t sim_export_open(const sim_ipc_handle_t *h, void **ptr);
+
 static collar_status_t sim_ipc_open(const collar_ipc_handle_t *handle, void **ptr)
 {
     sim_ipc_handle_t h;
     memcpy(&h, handle->bytes, sizeof(h));
+    if (h.addr != 0) {
+        return sim_export_open(&h, ptr);
+    }
     if (sim_fail_ipcopen_at != 0
         && atomic_fetch_add(&sim_nipcopens, 1) + 1 == sim_fail_ipcopen_at) {
         collar_debug(MEM, "sim: injected failure of IPC open %llu (process %ld)",
@@ -772,6 +857,104 @@ static collar_status_t sim_ipc_close(void *ptr)
     return COLLAR_OK;
 }
 
+/* ------------------------------------------- the application's buffers */
+
+static collar_status_t sim_ipc_export(const void *ptr, size_t bytes,
+                                      collar_ipc_handle_t *handle,
+                                      uint64_t *base, size_t *offset,
+                                      uint64_t *id)
+{
+    if (sim_fail_export_at != 0
+        && atomic_fetch_add(&sim_nexports, 1) + 1 == sim_fail_export_at) {
+        collar_debug(MEM, "sim: injected failure of export %llu",
+                     (unsigned long long)sim_fail_export_at);
+        return COLLAR_ERR_UNAVAILABLE;
+    }
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t b = (uintptr_t)ptr & ~(page - 1);
+    const uintptr_t e = ((uintptr_t)ptr + (bytes ? bytes : 1) + page - 1) & ~(page - 1);
+    if (ptr == NULL || b == 0) {
+        return COLLAR_ERR_UNAVAILABLE;
+    }
+    sim_ipc_handle_t h;
+    memset(&h, 0, sizeof(h));
+    memset(handle, 0, sizeof(*handle));
+    h.bytes = (uint64_t)(e - b);
+    h.pidns = sim_pidns();
+    h.pid = (int32_t)getpid();
+    h.fd = -1;
+    h.addr = (uint64_t)b;
+    memcpy(handle->bytes, &h, sizeof(h));
+    *base = (uint64_t)b;
+    *offset = (size_t)((uintptr_t)ptr - b);
+    *id = h.bytes;
+    return COLLAR_OK;
+}
+
+/* ipc_open of an exported buffer: the owner's pages must be readable from
+ * here (the same PID namespace, and cross-memory attach allowed); the
+ * mapping is an inaccessible reservation the device's operations
+ * translate (sim_remote). */
+static collar_status_t sim_export_open(const sim_ipc_handle_t *h, void **ptr)
+{
+    if (sim_fail_ipcopen_at != 0
+        && atomic_fetch_add(&sim_nipcopens, 1) + 1 == sim_fail_ipcopen_at) {
+        collar_debug(MEM, "sim: injected failure of IPC open %llu (process %ld)",
+                     (unsigned long long)sim_fail_ipcopen_at, (long)h->pid);
+        return COLLAR_ERR_DEVICE;
+    }
+    if (h->pid <= 0 || h->bytes == 0 || h->pidns != sim_pidns()) {
+        return COLLAR_ERR_DEVICE;
+    }
+    char probe;
+    if (!sim_peer_read(&probe, h->pid, (const void *)(uintptr_t)h->addr, 1)) {
+        return COLLAR_ERR_DEVICE;   /* EPERM, ESRCH: say so, fall back */
+    }
+    void *p = mmap(NULL, (size_t)h->bytes, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    sim_ipc_map_t *m = calloc(1, sizeof(*m));
+    if (m == NULL) {
+        munmap(p, (size_t)h->bytes);
+        return COLLAR_ERR_NO_MEMORY;
+    }
+    m->ptr = p;
+    m->len = (size_t)h->bytes;
+    m->fd = -1;
+    m->pid = h->pid;
+    m->addr = h->addr;
+    pthread_mutex_lock(&sim_ipc_lock);
+    m->next = sim_ipc_maps;
+    sim_ipc_maps = m;
+    pthread_mutex_unlock(&sim_ipc_lock);
+    *ptr = p;
+    return COLLAR_OK;
+}
+
+/* Where [ptr, ptr + bytes) lies when it is in a peer's exported buffer
+ * mapped here: *pid (else 0) and *addr in that process. */
+static void sim_remote(const void *ptr, size_t bytes, int32_t *pid,
+                       const void **addr)
+{
+    *pid = 0;
+    *addr = NULL;
+    const uintptr_t p = (uintptr_t)ptr;
+    pthread_mutex_lock(&sim_ipc_lock);
+    for (sim_ipc_map_t *m = sim_ipc_maps; m != NULL; m = m->next) {
+        const uintptr_t b = (uintptr_t)m->ptr;
+        if (m->pid != 0 && p >= b && p - b < m->len) {
+            if (bytes <= m->len - (p - b)) {
+                *pid = m->pid;
+                *addr = (const void *)(uintptr_t)(m->addr + (p - b));
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&sim_ipc_lock);
+}
+
 static int sim_nstreams_fn(void)
 {
     return sim_nstreams;
@@ -835,6 +1018,7 @@ static collar_status_t sim_copy_async(void *dst, const void *src, size_t bytes,
                                       int stream, collar_event_t *done)
 {
     sim_op_t op = { .kind = SIM_COPY, .dst = dst, .src = src, .bytes = bytes };
+    sim_remote(src, bytes, &op.rpid[0], &op.raddr[0]);
     /* count, for a copy: 1 when it crosses the host-device link. */
     op.count = sim_is_host_staging(dst, bytes) || sim_is_host_staging(src, bytes);
     if (sim_fail_copy_at != 0
@@ -859,8 +1043,10 @@ static collar_status_t sim_reduce_n_async(void *dst, const void *const *src,
     }
     sim_op_t op = { .kind = SIM_REDUCE, .dst = dst, .nsrc = n,
                     .count = count, .dt = dt, .op = op_id };
+    const size_t bytes = count * collar_dtype_size(dt);
     for (int k = 0; k < n; k++) {
         op.srcs[k] = src[k];
+        sim_remote(src[k], bytes, &op.rpid[k], &op.raddr[k]);
     }
     return sim_enqueue(&op, stream, done);
 }
@@ -887,7 +1073,16 @@ static collar_status_t sim_event_query(collar_event_t *ev)
     if (done < ev->ticket) {
         return COLLAR_INPROGRESS;
     }
-    return ev->handle == &sim_failed_marker ? COLLAR_ERR_DEVICE : COLLAR_OK;
+    if (ev->handle == &sim_failed_marker) {
+        return COLLAR_ERR_DEVICE;
+    }
+    /* A failed peer read, known while its time slot is not reused. */
+    sim_time_t *tm = &s->times[ev->ticket % SIM_TIMES];
+    if (atomic_load_explicit(&tm->ticket, memory_order_acquire) == ev->ticket
+        && atomic_load_explicit(&tm->failed, memory_order_relaxed)) {
+        return COLLAR_ERR_DEVICE;
+    }
+    return COLLAR_OK;
 }
 
 static int sim_event_times(const collar_event_t *ev, uint64_t *start,
@@ -939,4 +1134,6 @@ const collar_device_t collar_device_sim = {
     .ipc_published      = sim_ipc_published,
     .ipc_close          = sim_ipc_close,
     .ipc_free           = sim_ipc_unmap,
+    .ipc_export         = sim_ipc_export,
+    .ipc_export_keep    = 1,
 };

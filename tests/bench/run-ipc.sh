@@ -11,6 +11,9 @@
 # is the same job cut into two pseudo-nodes (COLLAR_SIM_NODE_SIZE=ranks/2),
 # hier running ipc within each and the MPI library between them: the
 # cost of leaving the node, against `ipc` on one node.
+# ALGS= picks the columns (default "staged chunked ring ipc hier"; the
+# ratio needs chunked and ipc); `ipc-copyin` is ipc with
+# COLLAR_IPC_ZEROCOPY=0, which copies every input into IPC memory first.
 # This is a model of a GPU node, not a GPU measurement: the sim device's
 # copies and reductions are memcpy and host loops on the CPU, so on a
 # machine with few cores the CPU time of the MPI library's host allreduce
@@ -24,7 +27,7 @@ dbw=${DEVICE_BANDWIDTH:-120G}
 lat=${LATENCY:-10}
 sizes=${SIZES:-"8 64K 1M 64M"}
 ranks=${RANKS:-"2 4"}
-algs="staged chunked ring ipc hier"
+algs=${ALGS:-"staged chunked ring ipc hier"}
 opts=""
 if "$MPIRUN" --version 2>/dev/null | grep -q "Open MPI\|OpenRTE"; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -37,11 +40,14 @@ for np in $ranks; do
         for alg in $algs; do
             nodes=0
             [ "$alg" = hier ] && nodes=$((np / 2))
+            run=$alg zc=1
+            [ "$alg" = ipc-copyin ] && run=ipc zc=0
             # shellcheck disable=SC2086
             "$MPIRUN" $opts -np "$np" env LD_PRELOAD="$LIBCOLLAR" COLLAR_DEVICE=sim \
                 COLLAR_SIM_NODE_SIZE="$nodes" \
                 COLLAR_SIM_BANDWIDTH="$bw" COLLAR_SIM_DEVICE_BANDWIDTH="$dbw" \
-                COLLAR_SIM_LATENCY="$lat" COLLAR_ALGORITHM="$alg" "$prog" --reps 5 $sizes |
+                COLLAR_SIM_LATENCY="$lat" COLLAR_IPC_ZEROCOPY="$zc" \
+                COLLAR_ALGORITHM="$run" "$prog" --reps 5 $sizes |
                 awk -v c="$alg" -v np="$np" '/^bytes/ {print np, c, $2, $4} /WRONG/ {print "WRONG"; exit 1}' >> "$results"
         done
     done

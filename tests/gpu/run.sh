@@ -269,7 +269,7 @@ say "performance done"
 # ---------------------------------------------------------- small messages
 lat_sizes=8,64,1024,8192
 lat_iters=1000 lat_batches=7
-[ "$emulate" = 1 ] && lat_iters=200 lat_batches=3
+[ "$emulate" = 1 ] && lat_iters=100 lat_batches=1
 ngpus=1
 if [ "$gpu" = yes ]; then
     ngpus=$(nvidia-smi -L | grep -c '^GPU')
@@ -322,6 +322,8 @@ else
     native_preload=""
     [ "$emulate" = 1 ] && native_preload=$build/tests/cudaemu/.libs/libcudaemu.so
     layouts="2:one 4:one"
+    # (A rehearsal on the emulation: one layout of each kind is enough.)
+    [ "$emulate" = 1 ] && layouts="2:one"
     [ "$ngpus" -ge 2 ] && layouts="$layouts $ngpus:each"
     echo
     echo "allreduce latency on device memory ($dev device), int sums: median us per call"
@@ -356,16 +358,23 @@ else
     done
 fi
 # collar's own cost: the sim device inline (no device, no worker threads)
-# against the MPI library on host buffers, 2 ranks.
-MPIRUN=$MPIEXEC LIBCOLLAR=$plainlib SIZES="${lat_sizes//,/ }" ROUNDS=3 ITERS=1000 \
-    timeout 300 sh "$top/tests/bench/run-owncost.sh" "$build/tests/bench/bench_passthrough" \
-    >"$work/owncost.log" 2>&1 || { fail=1; tail -5 "$work/owncost.log"; }
-for col in 5:staged 7:ipc; do
-    printf '  %-46s' "2 ranks: collar's own cost, ${col#*:}"
-    for b in ${lat_sizes//,/ }; do
-        lat_cell "$(awk -F'|' -v b="$b" -v c="${col%%:*}" '$2 + 0 == b && $2 ~ /[0-9]/ { gsub(/ /, "", $c); print $c }' "$work/owncost.log")"
+# against the MPI library on host buffers, 2 ranks; with COLLAR_PROGRESS
+# auto (collectives polled) and thread (blocking where every rank runs the
+# thread: docs/latency.md).
+own_rounds=3 own_iters=200 own_batches=41
+[ "$emulate" = 1 ] && own_rounds=1 own_batches=5
+for progress in auto thread; do
+    MPIRUN=$MPIEXEC LIBCOLLAR=$plainlib SIZES="${lat_sizes//,/ }" ROUNDS=$own_rounds \
+        ITERS=$own_iters BATCHES=$own_batches PROGRESS=$progress \
+        timeout 300 sh "$top/tests/bench/run-owncost.sh" "$build/tests/bench/bench_passthrough" \
+        >"$work/owncost-$progress.log" 2>&1 || { fail=1; tail -5 "$work/owncost-$progress.log"; }
+    for col in 5:staged 7:ipc; do
+        printf '  %-46s' "2 ranks: collar's own cost, ${col#*:}, $progress"
+        for b in ${lat_sizes//,/ }; do
+            lat_cell "$(awk -F'|' -v b="$b" -v c="${col%%:*}" '$2 + 0 == b && $2 ~ /[0-9]/ { gsub(/ /, "", $c); print $c }' "$work/owncost-$progress.log")"
+        done
+        echo
     done
-    echo
 done
 say "small messages done"
 

@@ -1159,6 +1159,9 @@ int main(int argc, char **argv)
     collar_config_load();
     collar_cfg.log_level = COLLAR_LOG_ERROR;
     collar_log_level = COLLAR_LOG_NONE;
+    /* ipc's steps as built: the copy-in's.  Zero-copy's are appended at run
+     * time, after the exchange (tests/mpi/ipc.test, test_zerocopy). */
+    collar_cfg.ipc_zerocopy = 0;
     UNIT_CHECK(dev->init() == COLLAR_OK, "sim init");
     if (want(argc, argv, "test_large_count")) {
         test_large_count();
