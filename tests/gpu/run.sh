@@ -342,7 +342,9 @@ else
         fi
         if echo "$info_out" | grep -q "COLLAR_IPC_ZEROCOPY"; then
             lat_row "$where: ipc one-shot, copy-in" "$np" "$devargs" "$lib" COLLAR_ALGORITHM=ipc COLLAR_IPC_ZEROCOPY=0
-            lat_row "$where: ipc one-shot, zero-copy" "$np" "$devargs" "$lib" COLLAR_ALGORITHM=ipc COLLAR_IPC_ZEROCOPY=1
+            # (zero-copy starts at COLLAR_IPC_ZEROCOPY_MIN, 256K by default:
+            # from 0 here, to see where it pays on this machine)
+            lat_row "$where: ipc one-shot, zero-copy" "$np" "$devargs" "$lib" COLLAR_ALGORITHM=ipc COLLAR_IPC_ZEROCOPY=1 COLLAR_IPC_ZEROCOPY_MIN=0
         else
             lat_row "$where: ipc one-shot" "$np" "$devargs" "$lib" COLLAR_ALGORITHM=ipc
             lat_skip "$where: ipc one-shot, zero-copy" "skipped: this collar has no COLLAR_IPC_ZEROCOPY"
