@@ -402,13 +402,14 @@ static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
     int last;
     collar_debug(COLL, "ipc: zero-copy, %d ranks' buffers read in place (%zu bytes)",
                  g->n, op->call.bytes);
+    /* The same collectives as the copy-in's (zc_go), whichever a rank
+     * takes: a rank whose C1 failed cannot know the others' choice, and
+     * ranks that issued different collectives would hang.  One-shot: C2
+     * for the copy-in's S0, then AG; two-shot: S0 (here a signal with no
+     * meaning), C2, AG. */
     if (!zc_twoshot(op)) {
-        /* C2 on every rank when any rank is in place (ranks may pass
-         * different mixes of buffers, and must issue the same signals). */
-        int c2 = 0;
-        for (int i = 0; i < g->n; i++) {
-            c2 |= zc->all[i].in_place != 0;
-        }
+        /* C2: in place, the peers read this rank's receive buffer until
+         * then (ranks may pass different mixes of buffers). */
         /* One-shot exports the send buffer only: a receive buffer in host
          * memory (a rank's own mix) is written by a copy, never a kernel. */
         const int host = call->rmem == COLLAR_MEM_HOST;
@@ -416,10 +417,8 @@ static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
             COLLAR_CHECK(collar_ipc_add_reduce_ptrs(s, call, zc->send, g->n, recv,
                                                     (size_t)call->count, stream,
                                                     c1, &last));
-            if (c2) {
-                COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE,
-                                                   last, &last));
-            }
+            COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE,
+                                               last, &last));
             return zc_finish(s, op);
         }
         /* Into the own `out` area (no peer reads it); in place, peers read
@@ -428,14 +427,14 @@ static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
         COLLAR_CHECK(collar_ipc_add_reduce_ptrs(s, call, zc->send, g->n, tmp,
                                                 (size_t)call->count, stream, c1,
                                                 &last));
-        if (c2) {
-            COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE,
-                                               last, &last));
-        }
+        COLLAR_CHECK(collar_ipc_add_signal(s, op, 2, COLLAR_STEP_ON_PRIVATE,
+                                           last, &last));
         COLLAR_CHECK(collar_ipc_add_copy(s, recv, tmp, call->bytes, stream, last,
                                          &last));
         return zc_finish(s, op);
     }
+    int s0;
+    COLLAR_CHECK(collar_ipc_add_signal(s, op, 0, COLLAR_STEP_ON_PRIVATE, c1, &s0));
     MPI_Count first, cnt;
     collar_block_range(call->count, g->n, g->rank, &first, &cnt);
     int reduced = c1;
@@ -468,6 +467,7 @@ static collar_status_t zc_go(collar_sched_t *s, void *arg)
 {
     ipc_op_t *op = arg;
     const int stream = op->zc->stream;
+    /* (A rank whose C1 failed takes the copy-in: the same collectives.) */
     if (s->status == COLLAR_OK && op->sig_out[1] == 0) {
         return zc_steps(s, op, -1);
     }

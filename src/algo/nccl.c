@@ -625,12 +625,11 @@ static collar_status_t nccl_step(collar_sched_t *s, void *arg)
 {
     nccl_op_t *o = arg;
     if (!o->issued) {
-        if (s->status != COLLAR_OK) {
-            /* Draining (a step before failed here): the agreement tells
-             * the other ranks, whose NCCL operation cannot complete
-             * without this rank's: the same as a failed issue below. */
-            return COLLAR_OK;
-        }
+        /* Issued also when a step before failed here (draining, as every
+         * schedule issues its collectives): the other ranks' NCCL
+         * operation cannot complete without this rank's, and the status
+         * agreement after it fails the call everywhere.  Only an issue
+         * that fails (below) leaves them waiting (docs/nccl.md). */
         if (s->comm->coll_turn != s->ticket) {
             return COLLAR_INPROGRESS;
         }
