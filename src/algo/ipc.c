@@ -1019,7 +1019,7 @@ static collar_status_t ipc_steps(const collar_call_t *call,
 {
     (void)plan;
     const int stream = (int)(s->seq % (uint64_t)s->dev->nstreams());
-    if (collar_ipc_zc_wanted(op)) {
+    if (collar_ipc_zc_wanted(s->comm, op)) {
         return collar_ipc_zc_add(s, op, stream);
     }
     int c1;

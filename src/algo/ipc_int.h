@@ -143,7 +143,7 @@ collar_status_t collar_ipc_add_after_intake(collar_sched_t *s, ipc_op_t *op,
  * where a rank cannot export or map); free: what a schedule holds;
  * finalize: every mapping closed (MPI_Finalize).
  */
-int collar_ipc_zc_wanted(const ipc_op_t *op);
+int collar_ipc_zc_wanted(const collar_comm_t *comm, const ipc_op_t *op);
 collar_status_t collar_ipc_zc_add(collar_sched_t *s, ipc_op_t *op, int stream);
 void collar_ipc_zc_free(ipc_op_t *op);
 void collar_ipc_zc_finalize(void);

@@ -285,14 +285,14 @@ void collar_ipc_zc_free(ipc_op_t *op)
     op->zc = NULL;
 }
 
-int collar_ipc_zc_wanted(const ipc_op_t *op)
+int collar_ipc_zc_wanted(const collar_comm_t *comm, const ipc_op_t *op)
 {
     /* (Every rank has the same backend: the region's registration, which
-     * succeeded, names it.) */
-    return collar_cfg.ipc_zerocopy && op->region->dev->ipc_export != NULL
+     * succeeded, names it; and the same settings: agreed on comm.) */
+    return comm->ipc_zerocopy && op->region->dev->ipc_export != NULL
            && op->plan.alg == COLLAR_ALG_IPC
            && !op->call.persistent && op->region->n > 1 && op->call.bytes > 0
-           && op->call.bytes >= (size_t)collar_cfg.ipc_zerocopy_min;
+           && op->call.bytes >= comm->ipc_zerocopy_min;
 }
 
 static const void *zc_send(const collar_call_t *call)

@@ -55,6 +55,7 @@
 #include "config.h"
 #include "core.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #if defined(OPEN_MPI) && OPEN_MPI
@@ -563,14 +564,19 @@ static void comm_make_private(collar_comm_t *c, MPI_Comm comm)
      * blocked in the MPI library's allreduce advances none of collar's
      * other operations, which a peer may be waiting for (MPI's progress
      * rule), unless that thread does (collar_sched_block_colls). */
-    int mine[2] = { ok, __atomic_load_n(&collar_comm_threaded_progress,
-                                        __ATOMIC_RELAXED) };
-    int agreed[2] = { 0, 0 };
-    if (PMPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
-        agreed[0] = agreed[1] = 0;
+    const size_t zc_min = collar_cfg.ipc_zerocopy_min < (size_t)INT_MAX
+                          ? collar_cfg.ipc_zerocopy_min : (size_t)INT_MAX;
+    int mine[4] = { ok, __atomic_load_n(&collar_comm_threaded_progress,
+                                        __ATOMIC_RELAXED),
+                    collar_cfg.ipc_zerocopy != 0, -(int)zc_min };
+    int agreed[4] = { 0, 0, 0, 0 };
+    if (PMPI_Allreduce(mine, agreed, 4, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
+        agreed[0] = agreed[1] = agreed[2] = 0;
     }
     all = agreed[0];
     c->colls_may_block = all && agreed[1];
+    c->ipc_zerocopy = all && agreed[2];
+    c->ipc_zerocopy_min = (size_t)-(long long)agreed[3];
     if (ok && !all) {
         PMPI_Comm_free(&c->private_comm);
         rc = MPI_ERR_OTHER;

@@ -286,6 +286,13 @@ typedef struct collar_comm {
      * communicator is made): only then may collar's internal collectives
      * block in the MPI library (collar_sched_block_colls). */
     int      colls_may_block;
+    /* COLLAR_IPC_ZEROCOPY and COLLAR_IPC_ZEROCOPY_MIN as every rank sees
+     * them (agreed with colls_may_block: zero-copy only where every rank
+     * allows it, from the largest threshold), so that a variable set
+     * differently on one rank cannot make the ranks issue different
+     * collectives. */
+    int      ipc_zerocopy;
+    size_t   ipc_zerocopy_min;
     int      nnodes;       /* nodes the communicator spans (node_known) */
     int      ppn_min;      /* the fewest and most ranks on one of them */
     int      ppn_max;
