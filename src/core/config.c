@@ -162,7 +162,7 @@ static const cfg_row_t table[] = {
       "always copy in (docs/ipc.md).",
       FIELD(ipc_zerocopy), NULL, 0, 0 },
     { "COLLAR_IPC_ZEROCOPY_MIN", CFG_SIZE, "256K",
-      "ipc zero-copy from this message size up (the same on every rank); "
+      "ipc zero-copy from this message size up (the largest of the ranks'); "
       "below it the inputs are copied in, which costs less than exchanging "
       "and mapping the buffers (docs/ipc.md).",
       FIELD(ipc_zerocopy_min), NULL, 0, 0 },
