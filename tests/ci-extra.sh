@@ -39,8 +39,8 @@
 #
 # Each stage prints a header and its time; a summary comes last.  Measured
 # on 2 cores from a fresh clone (nothing else running): deps 0-1 min, asan
-# 398 s, mpich 309 s, matrix 107 s with the wheels cached (about 5 min more
-# for their first download and install), cudaemu 69 s, fuzz 33 s,
+# 381 s, mpich 320 s, matrix 103 s with the wheels cached (about 5 min more
+# for their first download and install), cudaemu 77 s, fuzz 33 s,
 # cudaemu-programs 86 s (build-mpich-cuda/ built for one architecture).
 # CI_EXTRA_STAGES="asan fuzz" runs some stages only (deps always runs).
 set -euo pipefail
