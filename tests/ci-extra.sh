@@ -226,7 +226,7 @@ if wanted fuzz; then
     clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
         -Wall -Wextra -Werror \
         -Ibuild -Isrc -Iinclude $(mpicc.openmpi --showme:compile) \
-        tests/fuzz/fuzz_table.c src/core/tuning.c src/core/config.c \
+        tests/fuzz/fuzz_table.c src/core/tuning.c src/core/config.c src/core/fault.c \
         src/core/log.c src/core/status.c -pthread -o build-fuzz/fuzz_table
     cp -R tests/fuzz/corpus build-fuzz/corpus
     mkdir build-fuzz/artifacts

@@ -290,11 +290,18 @@ static const cfg_row_t table[] = {
       "real nodes.",
       FIELD(sim_node_size), NULL, 0, INT_MAX },
     { "COLLAR_SIM_FAIL", CFG_STRING, "",
-      "sim device: inject failures, e.g. alloc:3,copy:10 (the 3rd staging "
-      "allocation and the 10th copy of this process fail), ipcopen:1 (the "
-      "first opening of a peer's IPC memory fails), ipckill:1 (the process "
-      "is killed in its first IPC allocation), export:1 (the first export "
-      "of an application's buffer for ipc's zero-copy fails), for tests.",
+      "inject failures into this process, for tests: KIND:N fails the N-th "
+      "event of KIND, e.g. alloc:3,copy:10 (the 3rd staging allocation and "
+      "the 10th copy, sim device), ipcopen:1 (the first opening of a peer's "
+      "IPC memory, sim), ipckill:1 (the process is killed in its first IPC "
+      "allocation, sim), export:1 (the first export of an application's "
+      "buffer for ipc's zero-copy, sim); on any backend: thread:1 (the "
+      "progress thread cannot start), nodes:1 (no memory for the table of "
+      "nodes), shape:1 (no memory for a communicator's node shape), "
+      "agree:N (collar's N-th agreement collective fails here with an MPI "
+      "error), split:1 (collar's communicator cannot be made here), "
+      "zcalloc:1 (no memory for ipc zero-copy's bookkeeping), query:N (the "
+      "cuda backend's N-th pointer query fails as after a sticky error).",
       FIELD(sim_fail), NULL, 0, 0 },
     { "COLLAR_SIM_STRICT", CFG_BOOL, "0",
       "sim device: before each schedule runs, abort if a buffer it hands to "
@@ -644,6 +651,7 @@ void collar_config_load_quiet(int quiet)
         }
     }
 
+    collar_fault_init(collar_cfg.sim_fail);
     /* A typo must not pass silently. */
     for (char **e = environ; e != NULL && *e != NULL; e++) {
         if (strncmp(*e, "COLLAR_", 7) != 0) {

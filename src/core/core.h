@@ -229,6 +229,37 @@ void collar_format_size(size_t bytes, char *buf, size_t len);
 /* For people: "4 KiB", "1.5 MiB", "12 B". */
 void collar_format_bytes(size_t bytes, char *buf, size_t len);
 
+/* ------------------------------------------------------- injected failures */
+
+/*
+ * COLLAR_SIM_FAIL (src/core/fault.c), for tests: "kind:N" makes the N-th
+ * event of that kind in this process fail, once.  The sim device's kinds
+ * (an allocation of staging memory, a copy, an IPC open, an IPC allocation
+ * that kills the process, an export of a user buffer) and the places where
+ * a local failure changes what a rank would issue: the progress thread's
+ * creation, the table of nodes, a communicator's node shape, collar's
+ * agreement collectives (a local MPI error), the split of collar's
+ * communicator, ipc zero-copy's bookkeeping, the cuda backend's pointer
+ * query (a sticky error).
+ */
+typedef enum {
+    COLLAR_FAULT_ALLOC, COLLAR_FAULT_COPY, COLLAR_FAULT_IPCOPEN,
+    COLLAR_FAULT_IPCKILL, COLLAR_FAULT_EXPORT, COLLAR_FAULT_THREAD,
+    COLLAR_FAULT_NODES, COLLAR_FAULT_SHAPE, COLLAR_FAULT_AGREE,
+    COLLAR_FAULT_SPLIT, COLLAR_FAULT_ZEROCOPY, COLLAR_FAULT_QUERY,
+    COLLAR_FAULT_COUNT
+} collar_fault_t;
+
+/* Parse the specification (NULL or empty: none); a malformed one is one
+ * warning and injects nothing. */
+void collar_fault_init(const char *spec);
+/* Count one event of `kind`: 1 when it is the one to fail (said at info
+ * level). */
+int collar_fault(collar_fault_t kind);
+/* The event of `kind` that fails (0: none). */
+uint64_t collar_fault_at(collar_fault_t kind);
+const char *collar_fault_name(collar_fault_t kind);
+
 #include "device.h"
 
 /* ----------------------------------------------------- private communicator */

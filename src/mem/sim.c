@@ -151,18 +151,8 @@ static int                  sim_nstreams;
 static int                  sim_started;
 static pthread_mutex_t      sim_start_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* COLLAR_SIM_FAIL: which allocation and which copy fail (0: none), and the
- * counts so far.  The event of a failed copy points its handle here. */
-static uint64_t         sim_fail_alloc_at;
-static uint64_t         sim_fail_copy_at;
-static uint64_t         sim_fail_ipcopen_at;
-static uint64_t         sim_fail_ipckill_at;
-static uint64_t         sim_fail_export_at;
-static _Atomic uint64_t sim_nexports;
-static _Atomic uint64_t sim_nallocs;
-static _Atomic uint64_t sim_ncopies;
-static _Atomic uint64_t sim_nipcopens;
-static _Atomic uint64_t sim_nipcallocs;
+/* COLLAR_SIM_FAIL (src/core/fault.c): the event of a failed copy points
+ * its handle here. */
 static char             sim_failed_marker;
 
 static void sim_sleep_ns(uint64_t ns)
@@ -382,84 +372,6 @@ static collar_status_t sim_start_workers(void)
     return st;
 }
 
-/* One "kind:N" item of COLLAR_SIM_FAIL into *at; 0 when malformed or
- * repeated. */
-static int sim_fail_item(const char *p, size_t len, const char *kind,
-                         uint64_t *at)
-{
-    const size_t klen = strlen(kind);
-    if (len <= klen + 1 || strncmp(p, kind, klen) != 0 || p[klen] != ':'
-        || *at != 0) {
-        return 0;
-    }
-    uint64_t v = 0;
-    for (size_t i = klen + 1; i < len; i++) {
-        if (p[i] < '0' || p[i] > '9' || v > (UINT64_MAX - 9) / 10) {
-            return 0;
-        }
-        v = v * 10 + (uint64_t)(p[i] - '0');
-    }
-    if (v == 0) {
-        return 0;
-    }
-    *at = v;
-    return 1;
-}
-
-/* Parse COLLAR_SIM_FAIL: "alloc:N", "copy:M", "ipcopen:K", "ipckill:L",
- * "export:E", comma-separated. */
-static void sim_fail_parse(const char *spec)
-{
-    sim_fail_alloc_at = 0;
-    sim_fail_copy_at = 0;
-    sim_fail_ipcopen_at = 0;
-    sim_fail_ipckill_at = 0;
-    sim_fail_export_at = 0;
-    atomic_store(&sim_nexports, 0);
-    atomic_store(&sim_nallocs, 0);
-    atomic_store(&sim_ncopies, 0);
-    atomic_store(&sim_nipcopens, 0);
-    atomic_store(&sim_nipcallocs, 0);
-    if (spec == NULL || spec[0] == '\0') {
-        return;
-    }
-    uint64_t alloc_at = 0, copy_at = 0, ipcopen_at = 0, ipckill_at = 0;
-    uint64_t export_at = 0;
-    const char *p = spec;
-    int ok = 1;
-    for (;;) {
-        const size_t n = strcspn(p, ",");
-        if (!sim_fail_item(p, n, "alloc", &alloc_at)
-            && !sim_fail_item(p, n, "copy", &copy_at)
-            && !sim_fail_item(p, n, "ipcopen", &ipcopen_at)
-            && !sim_fail_item(p, n, "ipckill", &ipckill_at)
-            && !sim_fail_item(p, n, "export", &export_at)) {
-            ok = 0;
-            break;
-        }
-        if (p[n] == '\0') {
-            break;
-        }
-        p += n + 1;
-    }
-    if (!ok) {
-        collar_warn_lead(ENV, "COLLAR_SIM_FAIL='%.64s' is invalid: expected "
-                         "alloc:N, copy:M, ipcopen:K, ipckill:L and/or export:E, "
-                         "comma-separated, each at most once, from 1 (e.g. "
-                         "alloc:3,copy:10); no failure is injected", spec);
-        return;
-    }
-    sim_fail_alloc_at = alloc_at;
-    sim_fail_copy_at = copy_at;
-    sim_fail_ipcopen_at = ipcopen_at;
-    sim_fail_ipckill_at = ipckill_at;
-    sim_fail_export_at = export_at;
-    collar_debug(MEM, "sim device: allocation %llu, copy %llu and IPC open "
-                 "%llu fail, IPC allocation %llu kills the process (0: none)",
-                 (unsigned long long)alloc_at, (unsigned long long)copy_at,
-                 (unsigned long long)ipcopen_at, (unsigned long long)ipckill_at);
-}
-
 static collar_status_t sim_init(void)
 {
     sim_nstreams = (int)collar_cfg.sim_streams;
@@ -475,7 +387,6 @@ static collar_status_t sim_init(void)
                  ^ (unsigned)getpid() * 40503u ^ (unsigned)i;
     }
     sim_started = 0;
-    sim_fail_parse(collar_cfg.sim_fail);
     if (collar_cfg.sim_jitter_us > 0) {
         collar_debug(MEM, "sim device: jitter up to %ld us per operation",
                      collar_cfg.sim_jitter_us);
@@ -582,10 +493,7 @@ static int sim_is_host_staging(const void *ptr, size_t bytes)
 
 static collar_status_t sim_host_alloc(size_t bytes, void **ptr)
 {
-    if (sim_fail_alloc_at != 0
-        && atomic_fetch_add(&sim_nallocs, 1) + 1 == sim_fail_alloc_at) {
-        collar_debug(MEM, "sim: injected failure of allocation %llu (%zu bytes)",
-                     (unsigned long long)sim_fail_alloc_at, bytes);
+    if (collar_fault(COLLAR_FAULT_ALLOC)) {
         *ptr = NULL;
         return COLLAR_ERR_NO_MEMORY;
     }
@@ -716,10 +624,7 @@ static uint64_t sim_pidns(void)
  * any peer has opened it, as a rank killed during the registration. */
 static void sim_fail_ipckill(void)
 {
-    if (sim_fail_ipckill_at != 0
-        && atomic_fetch_add(&sim_nipcallocs, 1) + 1 == sim_fail_ipckill_at) {
-        collar_debug(MEM, "sim: injected kill in IPC allocation %llu",
-                     (unsigned long long)sim_fail_ipckill_at);
+    if (collar_fault(COLLAR_FAULT_IPCKILL)) {
         raise(SIGKILL);
     }
 }
@@ -780,10 +685,7 @@ static collar_status_t sim_ipc_open(const collar_ipc_handle_t *handle, void **pt
     if (h.addr != 0) {
         return sim_export_open(&h, ptr);
     }
-    if (sim_fail_ipcopen_at != 0
-        && atomic_fetch_add(&sim_nipcopens, 1) + 1 == sim_fail_ipcopen_at) {
-        collar_debug(MEM, "sim: injected failure of IPC open %llu (process %ld)",
-                     (unsigned long long)sim_fail_ipcopen_at, (long)h.pid);
+    if (collar_fault(COLLAR_FAULT_IPCOPEN)) {
         return COLLAR_ERR_DEVICE;
     }
     if (h.pid <= 0 || h.fd < 0 || h.bytes == 0) {
@@ -864,10 +766,7 @@ static collar_status_t sim_ipc_export(const void *ptr, size_t bytes,
                                       uint64_t *base, size_t *offset,
                                       uint64_t *id)
 {
-    if (sim_fail_export_at != 0
-        && atomic_fetch_add(&sim_nexports, 1) + 1 == sim_fail_export_at) {
-        collar_debug(MEM, "sim: injected failure of export %llu",
-                     (unsigned long long)sim_fail_export_at);
+    if (collar_fault(COLLAR_FAULT_EXPORT)) {
         return COLLAR_ERR_UNAVAILABLE;
     }
     const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -897,10 +796,7 @@ static collar_status_t sim_ipc_export(const void *ptr, size_t bytes,
  * translate (sim_remote). */
 static collar_status_t sim_export_open(const sim_ipc_handle_t *h, void **ptr)
 {
-    if (sim_fail_ipcopen_at != 0
-        && atomic_fetch_add(&sim_nipcopens, 1) + 1 == sim_fail_ipcopen_at) {
-        collar_debug(MEM, "sim: injected failure of IPC open %llu (process %ld)",
-                     (unsigned long long)sim_fail_ipcopen_at, (long)h->pid);
+    if (collar_fault(COLLAR_FAULT_IPCOPEN)) {
         return COLLAR_ERR_DEVICE;
     }
     if (h->pid <= 0 || h->bytes == 0 || h->pidns != sim_pidns()) {
@@ -1021,11 +917,8 @@ static collar_status_t sim_copy_async(void *dst, const void *src, size_t bytes,
     sim_remote(src, bytes, &op.rpid[0], &op.raddr[0]);
     /* count, for a copy: 1 when it crosses the host-device link. */
     op.count = sim_is_host_staging(dst, bytes) || sim_is_host_staging(src, bytes);
-    if (sim_fail_copy_at != 0
-        && atomic_fetch_add(&sim_ncopies, 1) + 1 == sim_fail_copy_at) {
+    if (collar_fault(COLLAR_FAULT_COPY)) {
         op.fail = 1;
-        collar_debug(MEM, "sim: injected failure of copy %llu (%zu bytes)",
-                     (unsigned long long)sim_fail_copy_at, bytes);
     }
     return sim_enqueue(&op, stream, done);
 }

@@ -13,7 +13,7 @@
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined \
  *       -Ibuild -Isrc -Iinclude $(mpicc --showme:compile) \
- *       tests/fuzz/fuzz_table.c src/core/tuning.c src/core/config.c \
+ *       tests/fuzz/fuzz_table.c src/core/tuning.c src/core/config.c src/core/fault.c \
  *       src/core/log.c src/core/status.c -pthread -o fuzz_table
  *   rm -rf /tmp/corpus && cp -R tests/fuzz/corpus /tmp/corpus
  *   ./fuzz_table -max_len=8192 -max_total_time=600 /tmp/corpus
