@@ -4,28 +4,32 @@
  * A collective library that runs different algorithms on different ranks
  * hangs the job without a word.  With the check on, every intercepted
  * allreduce first compares, over all ranks of the communicator, a fingerprint
- * of what this rank is about to do: the collective, count, datatype size, op,
- * memory kind, the hash of the rules in force and the algorithm and chunk
- * selected.  Cost: one small allreduce per call, PMPI_Iallreduce of 2 x 9
- * int64 values (MPI_MAX over the values and their negations gives the
- * maximum and the minimum of each at once), then a wait.  Only on a
- * mismatch: one PMPI_Iallgather of the fingerprints (to name which ranks
- * have which value), one message on every rank, one
- * barrier (so that every rank has said it before an error handler aborts the
- * job), and the error through the user communicator's error handler:
- * MPI_ERR_ARG when the call's arguments differ (collective, count, datatype
- * size, op, memory kind), MPI_ERR_OTHER when only collar's configuration
- * does (rules, algorithm, chunk).  Every rank sees the same result of the
- * check, so either every rank fails the call or none does.
+ * of what this rank is about to do: the collective and its form, count,
+ * datatype size, op, memory kind, the hash of the rules in force and the
+ * algorithm and chunk selected.  Cost: one PMPI_Iallgather of NF int64
+ * values per rank per call (which also tells, on a mismatch, which ranks
+ * have which value, without another collective), on the application's
+ * communicator, issued by the call itself: so it is ordered with the
+ * application's collectives there exactly as the call is, on every rank
+ * (every allreduce collar sees on the communicator is checked, on every
+ * rank: COLLAR_CHECK must be set alike everywhere).
  *
- * The check runs on a second duplicate of the user's communicator, made on
- * the first checked call and cached in an attribute of its own: it never
- * shares a communicator with the schedules' internal collectives, whose
- * issue order is collar's business, nor with the user's traffic.  The
- * check's collectives are nonblocking and the wait for them advances
- * collar's schedules, so that a rank waiting in the check still does its
- * part of its earlier, outstanding operations (a blocking PMPI_Allreduce
- * here would deadlock against a rank that waits for one of them).
+ * A blocking call waits for it, advancing collar's outstanding operations
+ * meanwhile, and returns the error before anything of the call is issued.
+ * A nonblocking or persistent start never waits for it: the check travels
+ * with the operation (collar_check_start, then the gate of its schedule),
+ * nothing of collar's own is issued until it has completed, and a mismatch
+ * is the error of the request, returned by the completion call as MPI
+ * returns a request's errors.  (An operation in the MPI library's own form,
+ * whose collective the start issues at once, leaves that collective to the
+ * library when the check fails: the completion call does not wait for it.)
+ *
+ * On a mismatch every rank has every fingerprint: one message on every
+ * rank naming what differs and which ranks have which value, and the error
+ * (MPI_ERR_ARG when the call's arguments differ: collective, count,
+ * datatype size, op, memory kind; MPI_ERR_OTHER when only collar's
+ * configuration does: rules, algorithm, chunk).  Every rank sees the same
+ * fingerprints, so either every rank fails the call or none does.
  */
 #include "config.h"
 #include "core.h"
@@ -37,7 +41,7 @@
 
 /* The fingerprint of one call. */
 enum {
-    F_COLL,     /* 1 MPI_Allreduce, 2 MPI_Iallreduce */
+    F_COLL,     /* 1 MPI_Allreduce, 2 MPI_Iallreduce, 3 MPI_Allreduce_init */
     F_COUNT,
     F_TSIZE,    /* MPI_Type_size of the datatype, -1 if it has none */
     F_OP,       /* index of a predefined op, or OP_USER */
@@ -56,103 +60,29 @@ enum {
 
 #define OP_USER 100
 
-/* The state of the check for one user communicator. */
-typedef struct {
-    MPI_Comm comm;    /* the check's duplicate; MPI_COMM_NULL: not checked */
-    int      size;
-    uint64_t ncalls;  /* checked calls so far */
-} check_state_t;
+/* A check in flight: this rank's fingerprint, every rank's (gathered by
+ * `req`), and what the message says. */
+struct collar_check {
+    MPI_Comm    comm;       /* the application's */
+    int         size;
+    uint64_t    ncall;      /* the call's number among checked calls on comm */
+    int         persistent; /* req is a persistent collective */
+    MPI_Request req;
+    int64_t     fp[NF];
+    int64_t    *all;        /* size x NF */
+};
 
-static int check_keyval = MPI_KEYVAL_INVALID;
-static pthread_once_t check_once = PTHREAD_ONCE_INIT;
-
-static int check_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra)
+/* Checked calls on each communicator, for the messages: kept with collar's
+ * local state of it (collar_usercomm_t); without one (collar's core used
+ * on its own), counted over the process. */
+static uint64_t next_call(MPI_Comm comm)
 {
-    (void)comm;
-    (void)keyval;
-    (void)extra;
-    check_state_t *st = attr;
-    if (st != NULL) {
-        if (st->comm != MPI_COMM_NULL) {
-            PMPI_Comm_free(&st->comm);
-        }
-        free(st);
-    }
-    return MPI_SUCCESS;
-}
-
-static void check_keyval_create(void)
-{
-    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, check_delete_fn,
-                                &check_keyval, NULL) != MPI_SUCCESS) {
-        check_keyval = MPI_KEYVAL_INVALID;
-    }
-}
-
-void collar_check_finalize(void)
-{
-    if (check_keyval == MPI_KEYVAL_INVALID) {
-        return;
-    }
-    MPI_Comm predefined[2] = { MPI_COMM_WORLD, MPI_COMM_SELF };
-    for (int i = 0; i < 2; i++) {
-        void *attr;
-        int flag = 0;
-        if (PMPI_Comm_get_attr(predefined[i], check_keyval, &attr, &flag) == MPI_SUCCESS
-            && flag) {
-            PMPI_Comm_delete_attr(predefined[i], check_keyval);
-        }
-    }
-    PMPI_Comm_free_keyval(&check_keyval);
-    check_keyval = MPI_KEYVAL_INVALID;
-}
-
-/* The check's state of `comm`, made on first use (collective over comm:
- * every rank reaches the check of the same first call). */
-static int check_state(MPI_Comm comm, check_state_t **out)
-{
-    pthread_once(&check_once, check_keyval_create);
-    if (check_keyval == MPI_KEYVAL_INVALID) {
-        return MPI_ERR_OTHER;
-    }
-    void *attr = NULL;
-    int flag = 0;
-    int rc = PMPI_Comm_get_attr(comm, check_keyval, &attr, &flag);
-    if (rc != MPI_SUCCESS) {
-        return rc;
-    }
-    if (flag) {
-        *out = attr;
-        return MPI_SUCCESS;
-    }
-    check_state_t *st = calloc(1, sizeof(*st));
-    if (st == NULL) {
-        return MPI_ERR_NO_MEM;
-    }
-    st->comm = MPI_COMM_NULL;
-    int inter = 0;
-    rc = PMPI_Comm_test_inter(comm, &inter);
-    if (rc == MPI_SUCCESS && !inter) {
-        /* No PMPI_Comm_dup: it would run the user's attribute copy
-         * callbacks. */
-        rc = collar_comm_dup_private(comm, &st->comm) == COLLAR_OK
-             ? MPI_SUCCESS : MPI_ERR_OTHER;
-        if (rc == MPI_SUCCESS) {
-            PMPI_Comm_size(comm, &st->size);
-        }
-    }
-    if (rc == MPI_SUCCESS) {
-        rc = PMPI_Comm_set_attr(comm, check_keyval, st);
-    }
-    if (rc != MPI_SUCCESS) {
-        if (st->comm != MPI_COMM_NULL) {
-            PMPI_Comm_free(&st->comm);
-        }
-        free(st);
-        return rc;
-    }
-    *out = st;
-    return MPI_SUCCESS;
+    static uint64_t process_calls;
+    collar_usercomm_t *u = collar_usercomm_get(comm);
+    const uint64_t n = u != NULL ? collar_usercomm_count_check(u)
+                     : __atomic_add_fetch(&process_calls, 1, __ATOMIC_RELAXED);
+    collar_usercomm_unref(u);
+    return n;
 }
 
 /* Complete `req`, advancing collar's schedules meanwhile. */
@@ -178,7 +108,8 @@ static int check_wait(MPI_Request *req, collar_check_progress_fn_t progress)
 
 static const char *coll_name(int64_t v)
 {
-    return v == 2 ? "MPI_Iallreduce" : "MPI_Allreduce";
+    return v == 3 ? "MPI_Allreduce_init" : v == 2 ? "MPI_Iallreduce"
+                                                  : "MPI_Allreduce";
 }
 
 /* The predefined ops, in a fixed order: their handles differ between
@@ -221,7 +152,8 @@ typedef struct {
 } aspect_t;
 
 static const aspect_t aspects[] = {
-    { F_COLL, F_COLL, "the collective (MPI_Allreduce or MPI_Iallreduce)", 0 },
+    { F_COLL, F_COLL, "the collective (MPI_Allreduce, MPI_Iallreduce or "
+      "MPI_Allreduce_init)", 0 },
     { F_COUNT, F_COUNT, "the count", 0 },
     { F_TSIZE, F_TSIZE, "the datatype size (MPI_Type_size, bytes)", 0 },
     { F_OP, F_OP, "the op", 0 },
@@ -366,18 +298,19 @@ static void format_groups(int a, const int64_t *all, int size, char *buf,
     free(seen);
 }
 
-/* The error path: who has what, one message on every rank. */
-static int check_report(MPI_Comm comm, check_state_t *st, const int64_t *fp,
-                        const int64_t *minmax,
-                        collar_check_progress_fn_t progress)
+/* Every rank's fingerprint is in ck->all: MPI_SUCCESS when they agree,
+ * else one message on this rank and the error to return. */
+static int check_compare(const collar_check_t *ck)
 {
-    const int64_t *max = minmax, *negmin = minmax + NF;
     int first = -1, config_only = 1;
     char also[160] = "";
     size_t also_used = 0;
     for (int a = 0; a < NASPECTS; a++) {
-        if (max[aspects[a].f0] == -negmin[aspects[a].f0]
-            && max[aspects[a].f1] == -negmin[aspects[a].f1]) {
+        int differs = 0;
+        for (int r = 1; r < ck->size && !differs; r++) {
+            differs = !same(&aspects[a], ck->all, ck->all + (size_t)r * NF);
+        }
+        if (!differs) {
             continue;
         }
         if (!aspects[a].config) {
@@ -390,72 +323,32 @@ static int check_report(MPI_Comm comm, check_state_t *st, const int64_t *fp,
                    also_used ? ", " : "", aspect_short[a]);
         }
     }
-    const int code = config_only ? MPI_ERR_OTHER : MPI_ERR_ARG;
-
-    int64_t *all = malloc((size_t)st->size * NF * sizeof(int64_t));
-    MPI_Request req = MPI_REQUEST_NULL;
-    int rc = all == NULL ? MPI_ERR_NO_MEM
-             : PMPI_Iallgather(fp, NF, MPI_INT64_T, all, NF, MPI_INT64_T,
-                               st->comm, &req);
-    if (rc == MPI_SUCCESS) {
-        rc = check_wait(&req, progress);
+    if (first < 0) {
+        return MPI_SUCCESS;
     }
     char msg[900];
     size_t used = 0;
     append(msg, sizeof(msg), &used, "COLLAR_CHECK: allreduce #%llu on a %d-rank "
            "communicator: ranks disagree on %s: ",
-           (unsigned long long)st->ncalls, st->size, aspects[first].what);
-    if (rc == MPI_SUCCESS) {
-        format_groups(first, all, st->size, msg, sizeof(msg), &used);
-    } else {
-        char value[64];
-        format_value(first, fp, value, sizeof(value));
-        append(msg, sizeof(msg), &used, "this rank: %s (the other values "
-               "could not be gathered: MPI error %d)", value, rc);
-    }
+           (unsigned long long)ck->ncall, ck->size, aspects[first].what);
+    format_groups(first, ck->all, ck->size, msg, sizeof(msg), &used);
     if (also_used) {
         append(msg, sizeof(msg), &used, " (they also disagree on: %s)", also);
     }
     append(msg, sizeof(msg), &used, "; the call fails with %s",
            config_only ? "MPI_ERR_OTHER" : "MPI_ERR_ARG");
     collar_error(COLL, "%s", msg);
-    free(all);
-
-    /* Every rank has said it before any error handler ends the job. */
-    req = MPI_REQUEST_NULL;
-    if (PMPI_Ibarrier(st->comm, &req) == MPI_SUCCESS) {
-        check_wait(&req, progress);
-    }
-    PMPI_Comm_call_errhandler(comm, code);
-    return code;
+    return config_only ? MPI_ERR_OTHER : MPI_ERR_ARG;
 }
 
-int collar_check_allreduce(MPI_Comm comm, const collar_check_call_t *call,
-                           collar_check_progress_fn_t progress)
+static void fingerprint(const collar_check_call_t *call, int64_t *fp)
 {
-    check_state_t *st = NULL;
-    int rc = check_state(comm, &st);
-    if (rc != MPI_SUCCESS) {
-        collar_error(COLL, "COLLAR_CHECK: cannot set up the check of a "
-                     "communicator (MPI error %d)", rc);
-        PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
-        return MPI_ERR_OTHER;
-    }
-    if (st->comm == MPI_COMM_NULL) {
-        return MPI_SUCCESS;  /* an intercommunicator: not checked */
-    }
-    st->ncalls++;
-    if (st->size < 2) {
-        return MPI_SUCCESS;
-    }
-
     int tsize = -1;
     if (PMPI_Type_size(call->dtype, &tsize) != MPI_SUCCESS) {
         tsize = -1;
     }
     const uint64_t hash = collar_select_hash();
-    int64_t fp[NF], in[2 * NF], out[2 * NF];
-    fp[F_COLL] = call->nonblocking ? 2 : 1;
+    fp[F_COLL] = call->persistent ? 3 : call->nonblocking ? 2 : 1;
     fp[F_COUNT] = call->count;
     fp[F_TSIZE] = tsize;
     fp[F_OP] = op_index(call->op);
@@ -465,29 +358,109 @@ int collar_check_allreduce(MPI_Comm comm, const collar_check_call_t *call,
     fp[F_ALG] = (int64_t)call->alg;
     fp[F_CHUNK] = call->chunk > (size_t)INT64_MAX ? INT64_MAX : (int64_t)call->chunk;
     fp[F_BUFS] = 1 + 4 * (int64_t)call->smem + (int64_t)call->rmem;
-    for (int i = 0; i < NF; i++) {
-        in[i] = fp[i];
-        in[NF + i] = -fp[i];
-    }
+}
 
-    /* Nonblocking on every rank (a blocking collective would not match a
-     * nonblocking one on another rank): the wait advances collar's
-     * outstanding schedules, or is PMPI_Wait when there are none. */
-    MPI_Request req = MPI_REQUEST_NULL;
-    rc = PMPI_Iallreduce(in, out, 2 * NF, MPI_INT64_T, MPI_MAX, st->comm, &req);
-    if (rc == MPI_SUCCESS) {
-        rc = check_wait(&req, progress);
+int collar_check_start(MPI_Comm comm, const collar_check_call_t *call,
+                       MPI_Info info, collar_check_t **out)
+{
+    *out = NULL;
+    int inter = 0, size = 1;
+    int rc = PMPI_Comm_test_inter(comm, &inter);
+    if (rc == MPI_SUCCESS && !inter) {
+        rc = PMPI_Comm_size(comm, &size);
+    }
+    if (rc != MPI_SUCCESS || inter) {
+        return rc;   /* an intercommunicator: not checked */
+    }
+    collar_check_t *ck = calloc(1, sizeof(*ck));
+    int64_t *all = calloc((size_t)size, NF * sizeof(int64_t));
+    if (ck == NULL || all == NULL) {
+        free(ck);
+        free(all);
+        collar_error(COLL, "COLLAR_CHECK: no memory for the check of a call");
+        return MPI_ERR_NO_MEM;
+    }
+    ck->comm = comm;
+    ck->size = size;
+    ck->ncall = next_call(comm);
+    ck->all = all;
+    ck->req = MPI_REQUEST_NULL;
+    fingerprint(call, ck->fp);
+    if (call->persistent) {
+#if defined(HAVE_PMPI_ALLREDUCE_INIT)
+        ck->persistent = 1;
+        rc = PMPI_Allgather_init(ck->fp, NF, MPI_INT64_T, ck->all, NF,
+                                 MPI_INT64_T, comm, info, &ck->req);
+#else
+        (void)info;
+        rc = MPI_ERR_INTERN;
+#endif
+    } else {
+        rc = PMPI_Iallgather(ck->fp, NF, MPI_INT64_T, ck->all, NF, MPI_INT64_T,
+                             comm, &ck->req);
     }
     if (rc != MPI_SUCCESS) {
-        collar_error(COLL, "COLLAR_CHECK: allreduce #%llu: the check failed "
-                     "(MPI error %d)", (unsigned long long)st->ncalls, rc);
-        PMPI_Comm_call_errhandler(comm, rc);
+        collar_error(COLL, "COLLAR_CHECK: allreduce #%llu: the check cannot "
+                     "start (MPI error %d)", (unsigned long long)ck->ncall, rc);
+        free(ck->all);
+        free(ck);
         return rc;
     }
-    for (int i = 0; i < NCOMPARED; i++) {
-        if (out[i] != -out[NF + i]) {
-            return check_report(comm, st, fp, out, progress);
+    *out = ck;
+    return MPI_SUCCESS;
+}
+
+int collar_check_restart(collar_check_t *ck)
+{
+    return ck->persistent ? PMPI_Start(&ck->req) : MPI_SUCCESS;
+}
+
+MPI_Request *collar_check_request(collar_check_t *ck)
+{
+    return &ck->req;
+}
+
+int collar_check_result(const collar_check_t *ck)
+{
+    return check_compare(ck);
+}
+
+void collar_check_free(collar_check_t *ck)
+{
+    if (ck == NULL) {
+        return;
+    }
+    if (ck->persistent && ck->req != MPI_REQUEST_NULL) {
+        /* Inactive: never started, or completed (its schedule's gate). */
+        PMPI_Request_free(&ck->req);
+    } else if (ck->req != MPI_REQUEST_NULL) {
+        /* Issued on every rank: it completes; its buffers go after. */
+        PMPI_Wait(&ck->req, MPI_STATUS_IGNORE);
+    }
+    free(ck->all);
+    free(ck);
+}
+
+int collar_check_allreduce(MPI_Comm comm, const collar_check_call_t *call,
+                           collar_check_progress_fn_t progress)
+{
+    collar_check_t *ck = NULL;
+    int rc = collar_check_start(comm, call, MPI_INFO_NULL, &ck);
+    if (rc == MPI_SUCCESS && ck == NULL) {
+        return MPI_SUCCESS;   /* an intercommunicator: not checked */
+    }
+    if (rc == MPI_SUCCESS) {
+        rc = check_wait(&ck->req, progress);
+        if (rc != MPI_SUCCESS) {
+            collar_error(COLL, "COLLAR_CHECK: allreduce #%llu: the check "
+                         "failed (MPI error %d)", (unsigned long long)ck->ncall, rc);
+        } else {
+            rc = check_compare(ck);
         }
     }
-    return MPI_SUCCESS;
+    collar_check_free(ck);
+    if (rc != MPI_SUCCESS) {
+        PMPI_Comm_call_errhandler(comm, rc);
+    }
+    return rc;
 }

@@ -84,6 +84,7 @@ static int world_any_device;
 
 struct collar_usercomm {
     int            refs;        /* atomic: the communicator's, operations' */
+    uint64_t       checks;      /* atomic: calls COLLAR_CHECK checked on it */
     int            freed;       /* the application freed it (usercomm_lock) */
     MPI_Errhandler errhandler;  /* its handler then (a reference) */
 };
@@ -267,6 +268,11 @@ collar_usercomm_t *collar_usercomm_get(MPI_Comm comm)
     collar_usercomm_t *u = attr;
     __atomic_add_fetch(&u->refs, 1, __ATOMIC_RELAXED);
     return u;
+}
+
+uint64_t collar_usercomm_count_check(collar_usercomm_t *u)
+{
+    return u == NULL ? 0 : __atomic_add_fetch(&u->checks, 1, __ATOMIC_RELAXED);
 }
 
 int collar_usercomm_raise(collar_usercomm_t *u, MPI_Comm comm, int error)
@@ -574,7 +580,7 @@ static void comm_make_private(collar_comm_t *c, MPI_Comm comm)
         agreed[0] = agreed[1] = agreed[2] = 0;
     }
     all = agreed[0];
-    c->colls_may_block = all && agreed[1];
+    c->all_threaded = all && agreed[1];
     c->ipc_zerocopy = all && agreed[2];
     c->ipc_zerocopy_min = (size_t)-(long long)agreed[3];
     if (ok && !all) {

@@ -314,11 +314,14 @@ typedef struct collar_comm {
                               (in node_peers' allocation) */
     int      one_node;     /* every rank of the communicator is on one node */
     /* Every rank runs collar's progress thread (agreed when the private
-     * communicator is made): only then may collar's internal collectives
-     * block in the MPI library (collar_sched_block_colls). */
-    int      colls_may_block;
+     * communicator is made).  Only then may a nonblocking allreduce run
+     * collar's own schedule (without it, it is the MPI library's own
+     * collective on host copies: src/engine/allreduce.c, the form), and
+     * collar's internal collectives block in the MPI library
+     * (collar_sched_block_colls). */
+    int      all_threaded;
     /* COLLAR_IPC_ZEROCOPY and COLLAR_IPC_ZEROCOPY_MIN as every rank sees
-     * them (agreed with colls_may_block: zero-copy only where every rank
+     * them (agreed with all_threaded: zero-copy only where every rank
      * allows it, from the largest threshold), so that a variable set
      * differently on one rank cannot make the ranks issue different
      * collectives. */
@@ -379,8 +382,9 @@ collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
 void collar_comm_make_hier(collar_comm_t *state);
 /* Communicators collar holds now for the application's (private
  * duplicates, hier's), for tests and collar-info. */
-/* This process runs collar's progress thread (set by the engine at
- * MPI_Init; read when a communicator's private duplicate is made). */
+/* This process runs collar's progress thread (set by the engine before a
+ * private duplicate is made, collar_progress_thread_ready; read when it is
+ * made, and agreed there: all_threaded). */
 extern int collar_comm_threaded_progress;
 int collar_comm_count(void);
 void collar_comm_ref(collar_comm_t *state);
@@ -419,6 +423,9 @@ void collar_usercomm_unref(collar_usercomm_t *u);
  * through the handler it had then, called on a duplicate of MPI_COMM_SELF.
  * Returns error. */
 int collar_usercomm_raise(collar_usercomm_t *u, MPI_Comm comm, int error);
+/* The number of the next allreduce COLLAR_CHECK checks on it, from 1 (0
+ * without a state). */
+uint64_t collar_usercomm_count_check(collar_usercomm_t *u);
 
 /* Does the MPI library take device pointers?  COLLAR_MPI_CUDA_AWARE, else
  * the library's own answer where it has one (Open MPI's MPIX extension,
@@ -714,12 +721,13 @@ void collar_obs_phase_end(collar_obs_t *o, collar_phase_t phase, size_t bytes,
 /* ------------------------------------------------------- consistency check */
 
 /*
- * COLLAR_CHECK=1 (src/core/check.c, docs/reliability.md): before an allreduce
- * issues anything, all ranks of the communicator verify that they agree on
- * what this call is and on what collar is about to run for it.
+ * COLLAR_CHECK=1 (src/core/check.c, docs/reliability.md): before collar
+ * issues anything of an allreduce, all ranks of the communicator verify
+ * that they agree on what this call is and on what collar runs for it.
  */
 typedef struct {
     int               nonblocking;  /* MPI_Iallreduce */
+    int               persistent;   /* MPI_Allreduce_init */
     int               count;
     MPI_Datatype      dtype;        /* compared by MPI_Type_size */
     MPI_Op            op;           /* predefined ops by identity */
@@ -734,15 +742,30 @@ typedef struct {
 /* Advances collar's outstanding operations; nonzero if any is outstanding. */
 typedef int (*collar_check_progress_fn_t)(void);
 
-/* Collective over `comm` (an intercommunicator is not checked): MPI_SUCCESS
- * when every rank agrees; otherwise one message on every rank naming what
- * differs and which ranks have which value, then the error through comm's
- * error handler, returned (MPI_ERR_ARG: the arguments differ; MPI_ERR_OTHER:
- * only collar's configuration does).  `progress` runs while it waits. */
+/* A blocking call: collective over `comm` (an intercommunicator is not
+ * checked), on comm itself: MPI_SUCCESS when every rank agrees; otherwise
+ * one message on every rank naming what differs and which ranks have which
+ * value, then the error through comm's error handler, returned
+ * (MPI_ERR_ARG: the arguments differ; MPI_ERR_OTHER: only collar's
+ * configuration does).  `progress` runs while it waits. */
 int collar_check_allreduce(MPI_Comm comm, const collar_check_call_t *call,
                            collar_check_progress_fn_t progress);
-/* Before PMPI_Finalize: free the check's communicators and key. */
-void collar_check_finalize(void);
+
+/* A nonblocking or persistent start: the check travels with the operation.
+ * collar_check_start issues its collective on comm (nonblocking; for a
+ * persistent call the library's persistent collective, made now with
+ * `info`, started by collar_check_restart at each start) and gives the
+ * check (NULL: not checked, an intercommunicator); an error is returned,
+ * not raised.  Once its request (collar_check_request) is complete,
+ * collar_check_result says MPI_SUCCESS, or logs the message and gives the
+ * error for the operation to end with. */
+typedef struct collar_check collar_check_t;
+int collar_check_start(MPI_Comm comm, const collar_check_call_t *call,
+                       MPI_Info info, collar_check_t **out);
+int collar_check_restart(collar_check_t *ck);
+MPI_Request *collar_check_request(collar_check_t *ck);
+int collar_check_result(const collar_check_t *ck);
+void collar_check_free(collar_check_t *ck);
 
 /* ---------------------------------------------------------------- schedule */
 
@@ -823,8 +846,9 @@ typedef struct {
             size_t count; collar_dtype_t dt; collar_op_t op; int stream;
         } reduce_n;
         struct { void *buf; int count; MPI_Datatype dt; int peer; int tag; } p2p;
-        struct { const MPI_Request *req; } request;
-        struct { collar_step_fn_t fn; void *arg; int extends; } call;
+        /* agree: the step is (part of) the status agreement, for tools. */
+        struct { const MPI_Request *req; int agree; } request;
+        struct { collar_step_fn_t fn; void *arg; int extends; int agree; } call;
     } u;
     MPI_Request    req;
     collar_event_t ev;
@@ -896,6 +920,15 @@ struct collar_sched {
     /* What the operation is (coll, alg, bytes: set whether statistics
      * are on or not), for statistics and observation. */
     collar_stats_call_t    stats;
+    /* COLLAR_CHECK on a nonblocking or persistent start (freed with the
+     * schedule): nothing of the schedule is issued until the check's
+     * request is complete and every rank agrees.  A disagreement, the same
+     * on every rank, ends the schedule at once with its error (abandoned:
+     * none of its steps was issued, and what the caller started before it,
+     * the library's own collective, is left to the library). */
+    collar_check_t        *check;
+    int                    check_done;
+    int                    abandoned;
     /* Observation (collar_observe): the operation's span (begun by the
      * conductor, else by collar_sched_start), and the application's
      * buffers, which tell a copy-in from a copy-out. */

@@ -89,6 +89,7 @@ void collar_sched_destroy(collar_sched_t *s)
         }
     }
     free(s->steps);
+    collar_check_free(s->check);
     collar_comm_unref(s->comm);
     free(s);
 }
@@ -242,7 +243,7 @@ void collar_sched_fold_agree(collar_sched_t *s, int index, void *flag,
 void collar_sched_block_coll(collar_sched_t *s, int index)
 {
     collar_step_t *t = &s->steps[index];
-    if (s->run_here && s->comm != NULL && s->comm->colls_may_block
+    if (s->run_here && s->comm != NULL && s->comm->all_threaded
         && (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE)) {
         t->u.allreduce.blocking = 1;
     }
@@ -256,7 +257,7 @@ void collar_sched_block_colls(collar_sched_t *s)
     /* Without a progress thread on every rank, the collectives stay
      * nonblocking and the calling thread polls them together with
      * collar's other operations (MPI's progress rule). */
-    const int may_block = s->comm != NULL && s->comm->colls_may_block;
+    const int may_block = s->comm != NULL && s->comm->all_threaded;
     for (int i = 0; may_block && i < s->nsteps; i++) {
         collar_step_t *t = &s->steps[i];
         if (t->kind == COLLAR_STEP_IALLREDUCE || t->kind == COLLAR_STEP_AGREE) {
@@ -417,6 +418,7 @@ void collar_sched_rewind(collar_sched_t *s)
     s->status = COLLAR_OK;
     s->mpi_error = MPI_SUCCESS;
     s->finished = 0;
+    s->check_done = 0;
     s->next = NULL;
 }
 
@@ -525,10 +527,12 @@ static collar_phase_t step_phase(const collar_sched_t *s, const collar_step_t *t
                ? COLLAR_PHASE_SIGNAL : COLLAR_PHASE_MPI_ALLREDUCE;
     case COLLAR_STEP_ISEND:         return COLLAR_PHASE_MPI_SEND;
     case COLLAR_STEP_IRECV:         return COLLAR_PHASE_MPI_RECV;
-    case COLLAR_STEP_REQUEST:       return COLLAR_PHASE_MPI_COLL;
+    case COLLAR_STEP_REQUEST:
+        return t->u.request.agree ? COLLAR_PHASE_AGREE : COLLAR_PHASE_MPI_COLL;
     case COLLAR_STEP_AGREE:         return COLLAR_PHASE_AGREE;
     case COLLAR_STEP_ORDER:         return COLLAR_PHASE_ORDER;
-    case COLLAR_STEP_CALL:          return COLLAR_PHASE_CALL;
+    case COLLAR_STEP_CALL:
+        return t->u.call.agree ? COLLAR_PHASE_AGREE : COLLAR_PHASE_CALL;
     }
     return COLLAR_PHASE_CALL;
 }
@@ -860,10 +864,56 @@ static collar_status_t step_test(collar_sched_t *s, collar_step_t *t)
     return flag ? COLLAR_OK : COLLAR_INPROGRESS;
 }
 
+/* The check that gates a schedule (s->check) failed on every rank: every
+ * step is given up unissued, and the schedule ends with `mpi_error` once
+ * it has passed its turn on. */
+static void sched_abandon(collar_sched_t *s, int mpi_error)
+{
+    sched_fail(s, COLLAR_ERR_MPI, mpi_error);
+    for (int i = 0; i < s->nsteps; i++) {
+        if (s->steps[i].state == STEP_PENDING) {
+            s->steps[i].state = STEP_DONE;
+            s->ndone++;
+        }
+    }
+    s->first_open = s->nsteps;
+    s->coll_issued = s->ncoll;
+    s->nextend = 0;
+    s->abandoned = 1;
+}
+
+/* Whether the schedule may issue: its check (if any) is over.  A check
+ * that failed abandons it. */
+static int check_gate(collar_sched_t *s)
+{
+    if (s->check == NULL || s->check_done) {
+        return 1;
+    }
+    int flag = 0;
+    int rc = PMPI_Test(collar_check_request(s->check), &flag, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && !flag) {
+        return 0;
+    }
+    s->check_done = 1;
+    if (rc == MPI_SUCCESS) {
+        rc = collar_check_result(s->check);
+    } else {
+        collar_error(COLL, "COLLAR_CHECK: the check of schedule %llu failed "
+                     "(MPI error %d)", (unsigned long long)s->seq, rc);
+    }
+    if (rc != MPI_SUCCESS) {
+        sched_abandon(s, rc);
+    }
+    return 1;
+}
+
 collar_status_t collar_sched_progress(collar_sched_t *s)
 {
     if (s->finished) {
         return COLLAR_OK;
+    }
+    if (!check_gate(s)) {
+        return COLLAR_INPROGRESS;
     }
     int changed;
     do {

@@ -73,14 +73,17 @@ static void stats_done(collar_stats_call_t *stat, double t0)
     collar_stats_record(stat);
 }
 
-/* COLLAR_CHECK=1: all ranks agree on this call and on what runs for it
- * (plan NULL: native on host memory), before anything of it is issued. */
-static int check_agree(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
-                       collar_mem_kind_t smem, collar_mem_kind_t rmem,
-                       const collar_plan_t *plan)
+/* COLLAR_CHECK=1: what every rank must agree on for this call (plan NULL:
+ * native on host memory). */
+static collar_check_call_t check_call(const collar_allreduce_args_t *a,
+                                      collar_mem_kind_t mem,
+                                      collar_mem_kind_t smem,
+                                      collar_mem_kind_t rmem,
+                                      const collar_plan_t *plan)
 {
     collar_check_call_t c = {
-        .nonblocking = a->request != NULL,
+        .nonblocking = a->request != NULL && !a->persistent,
+        .persistent = a->persistent,
         .count = a->count > INT_MAX ? INT_MAX : (int)a->count, .dtype = a->dtype,
         .op = a->op, .mem = mem, .smem = smem, .rmem = rmem,
         .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
@@ -89,78 +92,31 @@ static int check_agree(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
         && (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING)) {
         c.chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
     }
-    int rc = collar_check_allreduce(a->comm, &c, collar_progress_all);
-    if (rc != MPI_SUCCESS && a->request != NULL) {
+    return c;
+}
+
+/* A blocking call: all ranks agree before anything of it is issued. */
+static int check_agree(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
+                       collar_mem_kind_t smem, collar_mem_kind_t rmem,
+                       const collar_plan_t *plan)
+{
+    const collar_check_call_t c = check_call(a, mem, smem, rmem, plan);
+    return collar_check_allreduce(a->comm, &c, collar_progress_all);
+}
+
+/* A nonblocking or persistent start: the check is issued now and travels
+ * with the operation (*ck), which issues nothing of collar's own before
+ * it has completed on every rank; an error starting it is raised. */
+static int check_begin(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
+                       collar_mem_kind_t smem, collar_mem_kind_t rmem,
+                       const collar_plan_t *plan, collar_check_t **ck)
+{
+    const collar_check_call_t c = check_call(a, mem, smem, rmem, plan);
+    int rc = collar_check_start(a->comm, &c, a->info, ck);
+    if (rc != MPI_SUCCESS) {
         *a->request = MPI_REQUEST_NULL;
+        PMPI_Comm_call_errhandler(a->comm, rc);
     }
-    return rc;
-}
-
-/* A persistent allreduce collar runs: its schedule, built once at
- * MPI_Allreduce_init and run again at each MPI_Start. */
-typedef struct {
-    collar_persist_t    persist;
-    collar_sched_t     *sched;
-    collar_stats_call_t stat;
-} allreduce_persist_t;
-
-static void allreduce_persist_finish(collar_sched_t *s)
-{
-    allreduce_persist_t *ap = s->owner;
-    ap->stat.alg = s->stats.alg;   /* ipc's or hier's fallback, known now */
-    collar_persist_finished(&ap->persist, s->status == COLLAR_OK ? MPI_SUCCESS
-                                                                 : s->mpi_error);
-}
-
-static void allreduce_persist_start(collar_persist_t *p)
-{
-    allreduce_persist_t *ap = (allreduce_persist_t *)p;
-    collar_sched_t *s = ap->sched;
-    collar_sched_rewind(s);
-    if (collar_stats_on) {
-        s->stats = ap->stat;
-        s->stats_on = 1;
-        s->stats_t0 = PMPI_Wtime();
-    }
-    collar_sched_start(s);
-    collar_run_persistent(s);
-}
-
-static void allreduce_persist_destroy(collar_persist_t *p)
-{
-    allreduce_persist_t *ap = (allreduce_persist_t *)p;
-    collar_sched_destroy(ap->sched);
-    free(ap);
-}
-
-/* MPI_Allreduce_init on what collar runs: the schedule is built (selection,
- * staging buffers, the private communicator) once, here. */
-static int allreduce_persist_create(const collar_allreduce_args_t *a,
-                                    collar_sched_t *s,
-                                    const collar_stats_call_t *stat)
-{
-    allreduce_persist_t *ap = calloc(1, sizeof(*ap));
-    int rc = MPI_ERR_NO_MEM;
-    if (ap != NULL) {
-        ap->sched = s;
-        if (stat != NULL) {
-            ap->stat = *stat;
-        }
-        ap->persist.coll = COLLAR_COLL_ALLREDUCE;
-        ap->persist.comm = a->comm;
-        ap->persist.start = allreduce_persist_start;
-        ap->persist.destroy = allreduce_persist_destroy;
-        s->owner = ap;
-        s->on_finish = allreduce_persist_finish;
-        rc = collar_persist_create(&ap->persist, a->request);
-        if (rc == MPI_SUCCESS) {
-            return MPI_SUCCESS;
-        }
-    }
-    collar_error(COLL, "cannot create a persistent allreduce request (MPI error %d)", rc);
-    free(ap);
-    collar_sched_destroy(s);
-    PMPI_Comm_call_errhandler(a->comm, rc);
     return rc;
 }
 
@@ -192,10 +148,19 @@ static int pass_counted(const collar_allreduce_args_t *a,
         && a->dtype != MPI_DATATYPE_NULL && a->op != MPI_OP_NULL
         && a->rbuf != MPI_IN_PLACE) {
         /* Count 0 is checked too (intercommunicators are not). */
-        int rc = check_agree(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
-                             COLLAR_MEM_HOST, NULL);
-        if (rc != MPI_SUCCESS) {
-            return rc;
+        if (a->request != NULL) {
+            collar_check_t *ck = NULL;
+            int rc = check_begin(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
+                                 COLLAR_MEM_HOST, NULL, &ck);
+            if (rc != MPI_SUCCESS || ck != NULL) {
+                return rc != MPI_SUCCESS ? rc : collar_colls_allreduce(a, ck, stat);
+            }
+        } else {
+            int rc = check_agree(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
+                                 COLLAR_MEM_HOST, NULL);
+            if (rc != MPI_SUCCESS) {
+                return rc;
+            }
         }
     }
     int rc = pass_through(a);
@@ -340,6 +305,79 @@ static int kept_put(collar_comm_t *c, collar_sched_t *s,
     return 1;
 }
 
+/*
+ * The form of a call: collar's schedule on its own communicator
+ * (FORM_SCHEDULE); or, for a reason, the MPI library's own collective of
+ * the same form on host copies, on the application's communicator
+ * (collar_colls_allreduce).
+ *
+ * MPI's progress rule by construction: once a nonblocking or persistent
+ * start has returned, no other rank may depend on collar's code running
+ * again on this rank before the completion call, whatever MPI call this
+ * rank sits in meanwhile (a blocking collective, a probe loop, RMA, a
+ * call of another library through PMPI_, another thread).  A schedule of
+ * collar's issues its messages and collectives as it advances, so a
+ * nonblocking call runs one only where that advance is guaranteed: every
+ * rank of the communicator runs the progress thread (all_threaded, agreed
+ * when collar's communicator is made).  Elsewhere its copies in are done
+ * in the start, the library's nonblocking collective carries the data,
+ * and the copies out wait for the completion call: nothing of it waits
+ * for collar.
+ *
+ * A persistent allreduce is matched at its init (MPI-4.0 section 6.13):
+ * the ranks may start their persistent operations in any order.  Its
+ * library form is the library's persistent collective, made at the init,
+ * so that everything it issues is fixed then; a schedule of collar's
+ * would take its turn among the communicator's operations at each start.
+ */
+enum { FORM_SCHEDULE, FORM_PERSISTENT, FORM_NO_COMM, FORM_NOT_YET,
+       FORM_NO_THREAD };
+
+/* Why a call takes the library's form, for a device call (staged on host
+ * copies) and a host one (the library's call on the buffers themselves). */
+static const char *const form_why[][2] = {
+    [FORM_PERSISTENT] = {
+        "staged on the application's communicator: a persistent allreduce "
+        "is the MPI library's persistent collective on host copies, matched "
+        "at its init",
+        "native: a persistent allreduce is the MPI library's persistent "
+        "collective, matched at its init" },
+    [FORM_NO_COMM] = {
+        "staged on the application's communicator: the MPI library gives "
+        "collar no communicator of its own",
+        "native: the MPI library gives collar no communicator of its own" },
+    [FORM_NOT_YET] = {
+        "staged on the application's communicator: collar's own "
+        "communicator is made by the first blocking allreduce on it",
+        "native: collar's own communicator is made by the first blocking "
+        "allreduce on it" },
+    [FORM_NO_THREAD] = {
+        "staged on the application's communicator: without collar's "
+        "progress thread on every rank, a nonblocking allreduce is the MPI "
+        "library's own on host copies, which the library alone carries to "
+        "the completion call (COLLAR_PROGRESS)",
+        "native: without collar's progress thread on every rank, a "
+        "nonblocking allreduce is the MPI library's own, which the library "
+        "alone carries to the completion call (COLLAR_PROGRESS)" },
+};
+
+static int form_of(const collar_allreduce_args_t *a, const collar_comm_t *c)
+{
+    if (a->persistent) {
+        return FORM_PERSISTENT;
+    }
+    if (c->setup == COLLAR_COMM_NONE) {
+        return FORM_NO_COMM;
+    }
+    if (a->request == NULL) {
+        return FORM_SCHEDULE;
+    }
+    if (c->setup != COLLAR_COMM_READY) {
+        return FORM_NOT_YET;
+    }
+    return c->all_threaded ? FORM_SCHEDULE : FORM_NO_THREAD;
+}
+
 /* An allreduce collar may take over: its buffers are classified (rkind,
  * skind), and it is not a host call that host_direct hands on.  Apart from
  * collar_allreduce so that the short ways there pay for none of this
@@ -393,14 +431,22 @@ static int allreduce_run(const collar_allreduce_args_t *a,
     collar_plan_t plan;
     collar_select(&key, &plan);
     collar_algo_eligible(&call, collar_engine.mpi_cuda_aware, &plan);
-    if (collar_cfg.check) {
-        int rc = check_agree(a, call.mem, call.in_place ? rkind : skind,
-                             rkind, &plan);
+    const collar_mem_kind_t smem = call.in_place ? rkind : skind;
+    if (collar_cfg.check && request == NULL) {
+        int rc = check_agree(a, call.mem, smem, rkind, &plan);
         if (rc != MPI_SUCCESS) {
             return rc;
         }
     }
     collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
+    if (build == NULL && collar_cfg.check && request != NULL) {
+        /* Native, checked: the library's collective behind collar's
+         * request, which returns the check's error. */
+        plan_chosen(comm, &key, &plan, &call, stat);
+        collar_check_t *ck = NULL;
+        int rc = check_begin(a, call.mem, smem, rkind, &plan, &ck);
+        return rc != MPI_SUCCESS ? rc : collar_colls_allreduce(a, ck, stat);
+    }
     if (build == NULL) {
         plan_chosen(comm, &key, &plan, &call, stat);
         int rc = pass_through(a);
@@ -417,22 +463,29 @@ static int allreduce_run(const collar_allreduce_args_t *a,
 
     /* The private communicator: made by a blocking allreduce, never by a
      * nonblocking or persistent start, which would wait for the other
-     * ranks (collar_comm_get). */
+     * ranks (collar_comm_get).  Whether every rank runs the progress
+     * thread is agreed there, so it is started first. */
     const int blocking = request == NULL;
     collar_comm_t *cstate = shape_of;
     collar_status_t st = COLLAR_OK;
     if (cstate == NULL || (blocking && cstate->setup == COLLAR_COMM_LATER)) {
+        if (blocking) {
+            collar_progress_thread_ready();
+        }
         st = collar_comm_get(comm, blocking, &cstate);
     }
-    if (st == COLLAR_OK && cstate->setup != COLLAR_COMM_READY) {
-        /* No communicator of collar's (yet): the application's own
-         * collective, on host copies of the device buffers. */
-        plan.alg = COLLAR_ALG_STAGED;
-        plan.fallback = cstate->setup == COLLAR_COMM_NONE
-            ? "staged on the application's communicator: the MPI library "
-              "gives collar no communicator of its own"
-            : "staged on the application's communicator: collar's own "
-              "communicator is made by the first blocking allreduce on it";
+    const int form = st == COLLAR_OK ? form_of(a, cstate) : FORM_SCHEDULE;
+    if (form != FORM_SCHEDULE) {
+        /* The application's own collective on host copies of the device
+         * buffers (collar_colls_allreduce), which the MPI library alone
+         * carries from the start to the completion call: what staged does
+         * (native, on host buffers), so only another plan falls back. */
+        const int host = call.mem == COLLAR_MEM_HOST;
+        const collar_alg_t alg = host ? COLLAR_ALG_NATIVE : COLLAR_ALG_STAGED;
+        if (plan.alg != alg) {
+            plan.alg = alg;
+            plan.fallback = form_why[form][host];
+        }
         build = NULL;
     } else if (st == COLLAR_OK) {
         /* ipc: one node; hier: its communicators, made by a blocking
@@ -445,8 +498,15 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         build = collar_algo_builder(plan.alg);
     }
     plan_chosen(comm, &key, &plan, &call, stat);
+    collar_check_t *ck = NULL;
+    if (st == COLLAR_OK && collar_cfg.check && request != NULL) {
+        int rc = check_begin(a, call.mem, smem, rkind, &plan, &ck);
+        if (rc != MPI_SUCCESS) {
+            return rc;
+        }
+    }
     if (build == NULL && st == COLLAR_OK) {
-        return collar_colls_allreduce(a);
+        return collar_colls_allreduce(a, ck, stat);
     }
 
     collar_sched_t *s = NULL;
@@ -456,6 +516,8 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         st = collar_sched_create(cstate, collar_engine.dev, &s);
     }
     if (st == COLLAR_OK) {
+        s->check = ck;   /* it gates the schedule; freed with it */
+        ck = NULL;
         if (stat != NULL) {
             s->stats = *stat;
         }
@@ -481,12 +543,10 @@ static int allreduce_run(const collar_allreduce_args_t *a,
     if (st != COLLAR_OK) {
         collar_error(COLL, "cannot run allreduce with %s: %s",
                      collar_alg_name(plan.alg), collar_status_string(st));
+        collar_check_free(ck);
         collar_sched_destroy(s);
         PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
         return MPI_ERR_OTHER;
-    }
-    if (a->persistent) {
-        return allreduce_persist_create(a, s, stat);
     }
     collar_sched_start(s);
 

@@ -511,6 +511,9 @@ static void stage_copy_in(colls_call_t *cc)
         st = copy_observed(cc, 0);
     }
     if (st != COLLAR_OK) {
+        collar_error(COLL, "cannot stage %s through host memory: the copy in "
+                     "failed: %s; the rank takes part with zeros and the call "
+                     "fails", collar_coll_name(cc->coll), collar_status_string(st));
         cc->failed = st;
     }
 }
@@ -604,6 +607,9 @@ typedef struct {
     collar_sched_t     *sched;
     collar_persist_t    persist;
     collar_status_t     init_failed;  /* persistent: staging failed at init */
+    /* COLLAR_CHECK's check, issued before the operation's collectives; it
+     * gates the schedule (which owns it from op_schedule on). */
+    collar_check_t     *check;
 } colls_op_t;
 
 /* Schedules of staged collectives have no internal traffic: they take no
@@ -709,6 +715,16 @@ static int op_leave(colls_op_t *op, int rc)
 static void op_free(collar_sched_t *s)
 {
     colls_op_t *op = s->cleanup_arg;
+    if (s->abandoned) {
+        /* The check failed: the library's collective on the host copies
+         * may still be in flight, and its buffers stay with it. */
+        const size_t held = op->cc.buf[0].host_len + op->cc.buf[1].host_len;
+        collar_warn(COLL, "COLLAR_CHECK: the MPI library's %s, started with "
+                    "the call, is left in flight%s", collar_coll_name(op->cc.coll),
+                    held ? " with its host copies (not reused)" : "");
+        free(op);
+        return;
+    }
     release(&op->cc);
     free(op);
 }
@@ -742,13 +758,14 @@ static collar_status_t op_schedule(colls_op_t *op)
         /* The copies back wait for the agreement too; a rank that learns
          * of another's failure fails (agree_check). */
         collar_step_t agree = { .kind = COLLAR_STEP_REQUEST,
-                                .u.request.req = &op->agree_req };
+                                .u.request = { .req = &op->agree_req, .agree = 1 } };
         int a = 0;
         st = collar_sched_add(s, &agree, &a);
         collar_step_t check = { .kind = COLLAR_STEP_CALL, .ndeps = 2,
                                 .deps = { w, a } };
         check.u.call.fn = agree_check;
         check.u.call.arg = op;
+        check.u.call.agree = 1;
         if (st == COLLAR_OK) {
             st = collar_sched_add(s, &check, &w);
         }
@@ -769,6 +786,8 @@ static collar_status_t op_schedule(colls_op_t *op)
         collar_sched_destroy(s);
         return st;
     }
+    s->check = op->check;
+    op->check = NULL;
     op->sched = s;
     return COLLAR_OK;
 }
@@ -814,7 +833,13 @@ static void op_start_schedule(colls_op_t *op)
  */
 static int op_istart(colls_op_t *op, int rc, MPI_Request *request)
 {
-    if (rc != MPI_SUCCESS || !op->cc.staged) {
+    if (rc != MPI_SUCCESS && op->check != NULL) {
+        /* The check's collective is issued: it completes (every rank issued
+         * it), then goes. */
+        collar_check_free(op->check);
+        op->check = NULL;
+    }
+    if (rc != MPI_SUCCESS || (!op->cc.staged && op->check == NULL)) {
         if (op->cc.obs.t0 != 0) {
             collar_obs_coll_end(&op->cc.obs, op->cc.coll, COLLAR_ALG_STAGED,
                                 op->cc.bytes);
@@ -833,6 +858,7 @@ static int op_istart(colls_op_t *op, int rc, MPI_Request *request)
         /* The collective is issued: let the library finish it and stage
          * back by hand, so the peers are not left waiting; the operation
          * is then complete (MPI_REQUEST_NULL). */
+        collar_check_free(op->check);
         rc = stage_out(&op->cc, PMPI_Wait(&op->inner, MPI_STATUS_IGNORE));
         if (op->agree) {
             PMPI_Wait(&op->agree_req, MPI_STATUS_IGNORE);
@@ -875,6 +901,13 @@ static void persist_on_finish(collar_sched_t *s)
 static void persist_start(collar_persist_t *p)
 {
     colls_op_t *op = (colls_op_t *)((char *)p - offsetof(colls_op_t, persist));
+    if (op->sched->abandoned) {
+        /* Its check failed at an earlier start, and the library's
+         * collective of that start is still in flight: every start ends
+         * with that error (the arguments, fixed at the init, disagree). */
+        collar_persist_finished(p, op->sched->mpi_error);
+        return;
+    }
     op->cc.failed = op->init_failed;
     if (collar_stats_on) {
         op->t0 = PMPI_Wtime();
@@ -884,7 +917,11 @@ static void persist_start(collar_persist_t *p)
                               op->cc.bytes);
     }
     stage_copy_in(&op->cc);
-    int rc = PMPI_Start(&op->inner);
+    int rc = op->sched->check != NULL ? collar_check_restart(op->sched->check)
+                                      : MPI_SUCCESS;
+    if (rc == MPI_SUCCESS) {
+        rc = PMPI_Start(&op->inner);
+    }
     if (rc == MPI_SUCCESS && op->agree) {
         op->agree_in = op->cc.failed != COLLAR_OK;
         rc = PMPI_Start(&op->agree_req);
@@ -907,11 +944,15 @@ static void persist_start(collar_persist_t *p)
 static void persist_destroy(collar_persist_t *p)
 {
     colls_op_t *op = (colls_op_t *)((char *)p - offsetof(colls_op_t, persist));
-    if (op->inner != MPI_REQUEST_NULL) {
-        PMPI_Request_free(&op->inner);
-    }
-    if (op->agree && op->agree_req != MPI_REQUEST_NULL) {
-        PMPI_Request_free(&op->agree_req);
+    if (!op->sched->abandoned) {
+        /* (Abandoned: the library's collectives may be active; freeing an
+         * active persistent collective request is erroneous.) */
+        if (op->inner != MPI_REQUEST_NULL) {
+            PMPI_Request_free(&op->inner);
+        }
+        if (op->agree && op->agree_req != MPI_REQUEST_NULL) {
+            PMPI_Request_free(&op->agree_req);
+        }
     }
     collar_sched_destroy(op->sched);   /* frees op (op_free) */
 }
@@ -928,10 +969,11 @@ static void persist_destroy(collar_persist_t *p)
  */
 static int op_pinit(colls_op_t *op, int rc, MPI_Request *request)
 {
-    if (rc != MPI_SUCCESS || !op->cc.staged) {
+    if (rc != MPI_SUCCESS || (!op->cc.staged && op->check == NULL)) {
         if (rc == MPI_SUCCESS) {
             *request = op->inner;
         }
+        collar_check_free(op->check);
         release(&op->cc);
         free(op);
         return rc;
@@ -969,6 +1011,7 @@ static int op_pinit(colls_op_t *op, int rc, MPI_Request *request)
     }
     collar_error(COLL, "cannot set up a persistent %s: %s",
                  collar_coll_name(op->cc.coll), collar_status_string(st));
+    collar_check_free(op->check);
     PMPI_Request_free(&op->inner);
     if (op->agree) {
         PMPI_Request_free(&op->agree_req);
@@ -1284,7 +1327,19 @@ int collar_coll_init(const collar_coll_args_t *a, MPI_Info info,
 
 /* ------------------------------------------- allreduce without collar's communicator */
 
-int collar_colls_allreduce(const collar_allreduce_args_t *x)
+/* The call site the allreduce's entry point took (the frames of collar's
+ * own between it and op_enter would hide the application's). */
+static void op_site(colls_op_t *op, const collar_stats_call_t *site)
+{
+    if (collar_stats_on && site != NULL) {
+        op->stat.npcs = site->npcs;
+        memcpy(op->stat.pcs, site->pcs, sizeof(op->stat.pcs));
+    }
+}
+
+int collar_colls_allreduce(const collar_allreduce_args_t *x,
+                           collar_check_t *check,
+                           const collar_stats_call_t *site)
 {
     const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLREDUCE, .sbuf = x->sbuf,
                              .rbuf = x->rbuf, .rcount = x->count, .sdt = x->dtype,
@@ -1292,9 +1347,11 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x)
     const MPI_Op op_ = x->op;
     const MPI_Count n = x->count;
     if (x->request == NULL) {
+        collar_check_free(check);   /* (a blocking call's check is done) */
         colls_op_t op;
         int rc = op_enter(&op, &a, 1, OBSERVE_BLOCKING);
         if (rc == MPI_SUCCESS) {
+            op_site(&op, site);
 #if defined(HAVE_PMPI_ALLREDUCE_C)
             rc = x->large ? PMPI_Allreduce_c(op.s, op.r, n, x->dtype, op_, x->comm)
                           : PMPI_Allreduce(op.s, op.r, (int)n, x->dtype, op_, x->comm);
@@ -1319,6 +1376,7 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x)
     colls_op_t *op = op_new();
     if (op == NULL) {
         collar_error(COLL, "cannot stage an allreduce: no memory");
+        collar_check_free(check);
         PMPI_Comm_call_errhandler(x->comm, MPI_ERR_NO_MEM);
         return MPI_ERR_NO_MEM;
     }
@@ -1326,9 +1384,12 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x)
     int rc = op_enter(op, &a, !x->persistent,
                       x->persistent ? OBSERVE_NONE : OBSERVE_NONBLOCKING);
     if (rc != MPI_SUCCESS) {
+        collar_check_free(check);
         free(op);
         return rc;
     }
+    op_site(op, site);
+    op->check = check;
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
     if (x->persistent) {
 #if defined(HAVE_PMPI_ALLREDUCE_C)
@@ -1348,6 +1409,7 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x)
                                      &op->agree_req);
             if (rc != MPI_SUCCESS) {
                 PMPI_Request_free(&op->inner);
+                collar_check_free(op->check);
                 release(&op->cc);
                 free(op);
                 return rc;
@@ -1373,6 +1435,7 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x)
             /* The data's collective is issued: finish it, as op_istart's
              * error path does. */
             PMPI_Wait(&op->inner, MPI_STATUS_IGNORE);
+            collar_check_free(op->check);
             release(&op->cc);
             free(op);
             return rc;

@@ -37,10 +37,16 @@ int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat
  * MPI_Finalize) every call goes straight to the MPI library. */
 void collar_colls_start(const collar_device_t *dev, int mpi_cuda_aware);
 void collar_colls_stop(void);
-/* An allreduce staged through host memory on the application's own
- * communicator, in every form (blocking, nonblocking, persistent, _c):
- * for a communicator the MPI library gave collar no duplicate of. */
-int collar_colls_allreduce(const collar_allreduce_args_t *a);
+/* An allreduce as the MPI library's own collective of the same form on
+ * host copies of its device buffers, on the application's communicator
+ * (blocking, nonblocking, persistent, _c): the form the library alone
+ * carries (src/engine/allreduce.c, form_of).  `check`: COLLAR_CHECK's
+ * check of a nonblocking or persistent start, started before (NULL:
+ * none), which the operation now owns.  `site`: the statistics record
+ * with the call site the entry point took (NULL: none). */
+int collar_colls_allreduce(const collar_allreduce_args_t *a,
+                           collar_check_t *check,
+                           const collar_stats_call_t *site);
 
 /* Advance every outstanding schedule once; nonzero if any is outstanding. */
 int collar_progress_all(void);
@@ -60,9 +66,14 @@ void collar_run_persistent(collar_sched_t *s);
 /* Progress until nothing is outstanding (MPI_Finalize). */
 void collar_run_drain(void);
 /* Let a progress thread run (the MPI library gives MPI_THREAD_MULTIPLE):
- * it starts with the first operation and makes a pass over the outstanding
- * ones every interval_us while there are any. */
+ * it makes a pass over the outstanding operations every interval_us while
+ * there are any, and sleeps while there are none. */
 void collar_progress_thread_enable(long interval_us);
+/* Whether this process runs the progress thread, started here the first
+ * time it is asked where it may run: before the first agreement that
+ * counts on it (a private communicator's), so that a thread that cannot
+ * start is agreed on, never found later. */
+int collar_progress_thread_ready(void);
 /* Stop and join it (before MPI_Finalize). */
 void collar_progress_thread_stop(void);
 /* Let the blocking point-to-point wrappers progress (blocking.c); off

@@ -73,15 +73,6 @@ static int progress_level(void)
     return level;
 }
 
-/* Whether start_progress will run the thread: known before the first
- * private communicator is made, whose ranks agree on it
- * (collar_comm_threaded_progress). */
-static int progress_threaded(void)
-{
-    return collar_cfg.progress != COLLAR_PROGRESS_WAIT
-           && progress_level() >= MPI_THREAD_MULTIPLE;
-}
-
 static void start_progress(int rank)
 {
     if (collar_cfg.progress == COLLAR_PROGRESS_WAIT) {
@@ -136,19 +127,20 @@ static void collar_startup(void)
     collar_observe_init(rank);
     collar_paths.host_ranges = collar_mem_host_ranges();
     collar_engine.mpi_cuda_aware = collar_mpi_cuda_aware();
+    /* Progress outside the waits, decided before any private
+     * communicator is made: whether every rank runs the progress thread is
+     * agreed there (collar_progress_thread_ready). */
+    start_progress(rank);
     /* MPI_COMM_WORLD's private duplicate, here where every process is in
      * MPI_Init: the communicator most nonblocking allreduces run on gets
      * collar's algorithms from its first call (other communicators get
      * theirs from their first blocking allreduce, collar_comm_get).  Where
      * some process has a device backend, or an algorithm is forced (alike
-     * on every process).  Before it: whether this process will run the
-     * progress thread, which the ranks of every private communicator
-     * agree on (collar_sched_block_colls). */
-    __atomic_store_n(&collar_comm_threaded_progress, progress_threaded(),
-                     __ATOMIC_RELAXED);
+     * on every process). */
     if (collar_comm_world_wanted()
         || (collar_cfg.algorithm != COLLAR_ALG_AUTO
             && collar_cfg.algorithm != COLLAR_ALG_NATIVE)) {
+        collar_progress_thread_ready();
         collar_comm_t *world = NULL;
         (void)collar_comm_get(MPI_COMM_WORLD, 1, &world);
     }
@@ -157,7 +149,6 @@ static void collar_startup(void)
     decide_paths();
     collar_paths.state = COLLAR_STATE_ACTIVE;
     collar_colls_start(collar_engine.dev, collar_engine.mpi_cuda_aware);
-    start_progress(rank);
     if (rank == 0) {
         collar_info(INIT, "collar %s active: %d ranks, device %s, algorithm %s, "
                     "MPI %s device pointers", PACKAGE_VERSION, size, collar_engine.dev->name,
@@ -180,7 +171,6 @@ static void collar_shutdown(void)
     collar_persist_finalize();
     collar_observe_finalize();
     collar_stats_report(MPI_COMM_WORLD);
-    collar_check_finalize();
     collar_comm_finalize();
     collar_algo_nccl_finalize();
     /* Every process is here (MPI_Finalize), every schedule is over. */

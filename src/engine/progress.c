@@ -42,7 +42,8 @@ static collar_sched_t *run_head;
 static collar_sched_t *run_tail;
 static atomic_int      run_count;
 
-/* The progress thread: started on the first operation, woken by run_add. */
+/* The progress thread: started before the first agreement that counts on
+ * it (collar_progress_thread_ready), woken by run_add. */
 static pthread_mutex_t thr_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t  thr_cond = PTHREAD_COND_INITIALIZER;
 static int             thr_enabled;   /* may run (set at start-up) */
@@ -232,8 +233,7 @@ void collar_progress_thread_enable(long interval_us)
     pthread_mutex_unlock(&thr_lock);
 }
 
-/* Wake the thread (starting it the first time) for a new operation. */
-static void thread_wake(void)
+int collar_progress_thread_ready(void)
 {
     pthread_mutex_lock(&thr_lock);
     if (thr_enabled && !thr_running && !thr_stop) {
@@ -241,16 +241,28 @@ static void thread_wake(void)
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        if (pthread_create(&thr_id, NULL, progress_thread, NULL) == 0) {
+        if (!collar_fault(COLLAR_FAULT_THREAD)
+            && pthread_create(&thr_id, NULL, progress_thread, NULL) == 0) {
             thr_running = 1;
             collar_debug(INIT, "progress thread started");
         } else {
             thr_enabled = 0;
             collar_warn(INIT, "cannot start the progress thread; collar's "
-                        "operations progress only in MPI_Wait*/MPI_Test*");
+                        "nonblocking operations run as the MPI library's own "
+                        "on host copies (COLLAR_PROGRESS)");
         }
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
+    const int running = thr_running;
+    pthread_mutex_unlock(&thr_lock);
+    __atomic_store_n(&collar_comm_threaded_progress, running, __ATOMIC_RELAXED);
+    return running;
+}
+
+/* Wake the thread, if it runs, for a new operation. */
+static void thread_wake(void)
+{
+    pthread_mutex_lock(&thr_lock);
     pthread_cond_signal(&thr_cond);
     pthread_mutex_unlock(&thr_lock);
 }

@@ -62,7 +62,6 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("test_checkmem %s: %s\n", argv[1], total ? "FAILED" : "ok");
     }
-    collar_check_finalize();
     MPI_Comm_free(&comm);
     MPI_Finalize();
     return total ? 1 : 0;

@@ -1108,7 +1108,7 @@ static void test_fold_agree(void)
 /* Which schedules run in the calling thread and issue their collectives
  * blocking: a blocking call's one-chunk staged or chunked allreduce
  * (folded or not), every collective of it, where every rank runs the
- * progress thread (comm.colls_may_block); without it the same schedules
+ * progress thread (comm.all_threaded); without it the same schedules
  * run in the calling thread with nonblocking collectives; never a
  * nonblocking call's, nor a pipeline of several chunks. */
 static void test_block_colls(void)
@@ -1128,7 +1128,7 @@ static void test_block_colls(void)
         { 1, COLLAR_OP_BXOR, 0, 0, 1, 0 },
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
-        comm.colls_may_block = cases[k].may;
+        comm.all_threaded = cases[k].may;
         collar_call_t call = dense_call(256, 4, COLLAR_DT_INT32,
                                         MPI_DATATYPE_NULL, sb, rb);
         call.cop = cases[k].cop;
