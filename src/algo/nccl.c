@@ -23,11 +23,27 @@
  * and may lead to hangs"; NCCL refuses it with ncclInvalidUsage and
  * "Duplicate GPU detected"), every rank aborts its communicator and the
  * algorithm falls back on every rank alike, said once with NCCL's last
- * error (ncclGetLastError, whose comm argument "can be set to NULL").  A
- * nonblocking or persistent start never makes it (it would wait for the
- * other ranks): until a blocking allreduce has, those fall back, like
- * hier; and under COLLAR_SYNC=device they always do (nccl_order).  The
- * communicator's release is not collective (nccl_release).
+ * error (ncclGetLastError, whose comm argument "can be set to NULL").
+ * The communicator's release is not collective (nccl_release).
+ *
+ * Order across communicators.  NCCL's operations on different
+ * communicators must not be in flight together, and must be issued in the
+ * same order on every rank (NCCL user guide, "Using multiple NCCL
+ * communicators concurrently": they "should therefore be used at
+ * different epochs with a locking mechanism, and applications should
+ * ensure operations are submitted in the same order across ranks"); MPI
+ * lets a program start nonblocking collectives on different communicators
+ * in any order, and threads call blocking ones in any order.  So only a
+ * blocking allreduce runs NCCL, and it completes its operation before it
+ * returns (one NCCL operation in flight in the process: nccl_busy), in a
+ * program that calls MPI from one thread at a time (MPI_THREAD_SERIALIZED
+ * or below on every rank, agreed when the communicator is made: a program
+ * at MPI_THREAD_MULTIPLE may call two blocking allreduces at once on two
+ * communicators, in different orders on different ranks).  Nonblocking
+ * and persistent calls, and every call of a program at
+ * MPI_THREAD_MULTIPLE, fall back, alike on every rank; a nonblocking or
+ * persistent start never makes the communicator either (it would wait
+ * for the other ranks).
  *
  * A call: the caller's queued device work first (nccl_order), then one CALL
  * step that issues ncclAllReduce on collar's stream of the buffer's device
@@ -49,6 +65,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -182,18 +199,18 @@ static void nccl_pause(unsigned *spins)
 }
 
 /* comm->nccl: NCCL's communicator and the stream of its own that its
- * operations run on (one per communicator: an NCCL operation waits on
- * its stream for the other ranks, and ranks may start operations on two
- * communicators in opposite orders, as MPI allows).  nonblocking: no
- * rank waits for the caller's work device-wide (COLLAR_SYNC=device on
- * none), so that nonblocking and persistent calls may run NCCL. */
+ * operations run on (one per communicator: an NCCL operation waits on its
+ * stream for the other ranks). */
 typedef struct nccl_state {
     nccl_comm_t            comm;
     collar_stream_t       *stream;
     const collar_device_t *dev;
-    int                    nonblocking;
     struct nccl_state     *next;   /* on the retired list */
 } nccl_state_t;
+
+/* The schedule whose NCCL operation is in flight in this process (NULL:
+ * none): NCCL's operations, on whatever communicator, one at a time. */
+static collar_sched_t *_Atomic nccl_busy;
 
 /*
  * Teardown.  ncclCommFinalize and ncclCommDestroy (which finalizes a
@@ -338,7 +355,7 @@ static collar_status_t init_on_device(void *native, void *arg)
  * the blocking allreduce that makes it, in its own thread). */
 static _Thread_local const void *make_ptr;
 static _Thread_local const collar_device_t *make_dev;
-static char made_why[8][240];   /* agreed reasons, by ncclResult_t (capped) */
+static char made_why[8][320];   /* agreed reasons, by ncclResult_t (capped) */
 
 
 /* This rank cannot go on with the init (its own failed, or it could not
@@ -394,27 +411,39 @@ static nccl_result_t init_wait(make_args_t *m, MPI_Comm side, int size,
 
 /* Why a rank cannot take part, agreed before any rank calls NCCL's init
  * (the worst on every rank): a rank that is not there would leave the
- * others waiting in it. */
-enum { NCCL_READY = 0, NCCL_NO_SETUP = 1, NCCL_NO_LIBRARY = 2 };
+ * others waiting in it.  NCCL_THREADED: the program runs at
+ * MPI_THREAD_MULTIPLE there (see the top of this file). */
+enum { NCCL_READY = 0, NCCL_THREADED = 1, NCCL_NO_SETUP = 2,
+       NCCL_NO_LIBRARY = 3 };
 
 static void nccl_make(collar_comm_t *c)
 {
     pthread_once(&nc.once, nccl_load);
     make_args_t m = { .nranks = c->size, .rank = c->rank };
     /* A communicator of its own for the set-up: its notices never meet
-     * the messages of operations in flight on the private one. */
+     * the messages of operations in flight on the private one.  Made, or
+     * not, alike on every rank (agreed on the private communicator, in its
+     * turn). */
     MPI_Comm side = MPI_COMM_NULL;
-    if (PMPI_Comm_dup(c->private_comm, &side) != MPI_SUCCESS) {
+    int dup_ok = PMPI_Comm_dup(c->private_comm, &side) == MPI_SUCCESS, dup_all = 0;
+    collar_agree(&dup_ok, &dup_all, 1, MPI_MIN, c->private_comm,
+                 "nccl's set-up communicator");
+    if (!dup_all) {
+        if (side != MPI_COMM_NULL) {
+            PMPI_Comm_free(&side);
+        }
         c->nccl_made = -1;
         c->nccl_why = "nccl -> chunked: the MPI library could not make "
-                      "nccl's set-up communicator";
+                      "nccl's set-up communicator on some rank";
         return;
     }
     PMPI_Comm_set_errhandler(side, MPI_ERRORS_RETURN);
     nccl_result_t r = NCCL_SUCCESS;
     collar_stream_t *stream = NULL;
     nccl_state_t *state = malloc(sizeof(*state));
-    int ready = nc.lib == NULL ? NCCL_NO_LIBRARY : NCCL_READY;
+    int ready = nc.lib == NULL ? NCCL_NO_LIBRARY
+                : collar_app_thread_level >= MPI_THREAD_MULTIPLE ? NCCL_THREADED
+                : NCCL_READY;
     if (ready == NCCL_READY
         && (make_dev == NULL || make_dev->issue_async == NULL || state == NULL
             || make_dev->stream_new(make_ptr, &stream) != COLLAR_OK)) {
@@ -426,17 +455,19 @@ static void nccl_make(collar_comm_t *c)
         && nc.get_unique_id(&id) != NCCL_SUCCESS) {
         ready = NCCL_NO_SETUP;
     }
-    /* Every rank's readiness, and whether some rank waits for the
-     * caller's work device-wide (COLLAR_SYNC=device, which decides the
-     * nonblocking calls: collar_algo_nccl_eligible), then the id. */
-    int mine[2] = { ready, collar_cfg.sync == COLLAR_SYNC_DEVICE };
-    int agreed[2] = { NCCL_NO_SETUP, 1 };
-    if (PMPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MAX, side) != MPI_SUCCESS) {
-        agreed[0] = NCCL_NO_SETUP;
-    }
-    if (agreed[0] == NCCL_READY
-        && PMPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, side) != MPI_SUCCESS) {
-        agreed[0] = NCCL_NO_SETUP;   /* (a failed broadcast fails everywhere) */
+    /* Every rank's readiness, then the id. */
+    int mine[1] = { ready };
+    int agreed[1] = { NCCL_NO_SETUP };
+    collar_agree(mine, agreed, 1, MPI_MAX, side, "NCCL's readiness");
+    if (agreed[0] == NCCL_READY) {
+        /* The id, and whether every rank has it (a broadcast that failed
+         * here must not leave the others in NCCL's init). */
+        int got = PMPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, side) == MPI_SUCCESS;
+        int all_got = 0;
+        collar_agree(&got, &all_got, 1, MPI_MIN, side, "NCCL's unique id");
+        if (!all_got) {
+            agreed[0] = NCCL_NO_SETUP;
+        }
     }
     /* r: 0 made, -1 collar's reason (no library, no stream, no id), else
      * NCCL's error. */
@@ -467,10 +498,8 @@ static void nccl_make(collar_comm_t *c)
     int out[2] = { r < 0 ? INT_MAX : r == NCCL_SUCCESS ? 0
                    : r == NCCL_REMOTE_ERROR && heard ? 1 : 16 + r,
                    sent }, all[2] = { INT_MAX, 0 };
-    if (PMPI_Allreduce(&out[0], &all[0], 1, MPI_INT, MPI_MAX, side) != MPI_SUCCESS
-        || PMPI_Allreduce(&out[1], &all[1], 1, MPI_INT, MPI_SUM, side) != MPI_SUCCESS) {
-        all[0] = INT_MAX;
-    }
+    collar_agree(&out[0], &all[0], 1, MPI_MAX, side, "NCCL's init");
+    collar_agree(&out[1], &all[1], 1, MPI_SUM, side, "NCCL's failure notices");
     for (int k = heard + sent; k < all[1]; k++) {
         int v;
         PMPI_Recv(&v, 1, MPI_INT, MPI_ANY_SOURCE, 0, side, MPI_STATUS_IGNORE);
@@ -486,8 +515,7 @@ static void nccl_make(collar_comm_t *c)
     PMPI_Comm_free(&side);
     const int worst = all[0] == INT_MAX || all[0] < 16 ? all[0] : all[0] - 16;
     if (worst == NCCL_SUCCESS) {
-        *state = (nccl_state_t){ .comm = m.comm, .stream = stream, .dev = make_dev,
-                                 .nonblocking = !agreed[1] };
+        *state = (nccl_state_t){ .comm = m.comm, .stream = stream, .dev = make_dev };
         c->nccl = state;
         c->nccl_release = nccl_release;
         c->nccl_made = 1;
@@ -513,6 +541,12 @@ static void nccl_make(collar_comm_t *c)
                  : agreed[0] == NCCL_NO_LIBRARY
                  ? "NCCL is not available on some rank (it could not be "
                    "loaded there, or is older than 2.14)"
+                 : agreed[0] == NCCL_THREADED
+                 ? "the program runs at MPI_THREAD_MULTIPLE on some rank, "
+                   "where two threads may start collectives on two "
+                   "communicators in different orders on different ranks, "
+                   "which NCCL's operations must not (docs/nccl.md; "
+                   "MPI_THREAD_SERIALIZED declares one thread at a time)"
                  : "NCCL could not be set up on some rank (no device "
                    "stream, or no unique id)");
     } else {
@@ -545,21 +579,19 @@ void collar_algo_nccl_eligible(const collar_call_t *call, collar_comm_t *comm,
             comm->nccl_made = -1;
         }
     }
-    if (comm->nccl_made == 1
-        && (blocking || ((const nccl_state_t *)comm->nccl)->nonblocking)) {
+    if (comm->nccl_made == 1 && blocking) {
         return;
     }
     plan->alg = collar_call_chunkable(call) ? COLLAR_ALG_CHUNKED : COLLAR_ALG_STAGED;
     if (comm->nccl_made == 1) {
-        /* An NCCL operation left in flight past its call waits for the
-         * other ranks; a device-wide wait for the caller's work (which
-         * COLLAR_SYNC=device does at every call) would wait for it, and
-         * the peer it waits for may be waiting for this rank: a
-         * deadlock.  So under that mode (on any rank: agreed when the
-         * communicator was made) only blocking calls run NCCL. */
-        plan->fallback = "nccl -> chunked: under COLLAR_SYNC=device only "
-                         "blocking allreduces run NCCL (a device-wide wait "
-                         "could wait for an NCCL operation in flight)";
+        /* An NCCL operation left in flight past its call could meet
+         * another communicator's in another order on another rank (see
+         * the top of this file); and a device-wide wait for the caller's
+         * work (COLLAR_SYNC=device) would wait for it. */
+        plan->fallback = "nccl -> chunked: only blocking allreduces run "
+                         "NCCL (an NCCL operation left in flight could meet "
+                         "another communicator's in a different order on "
+                         "another rank)";
     } else if (comm->nccl_made == 0) {
         plan->fallback = "nccl -> chunked: nccl makes NCCL's communicator at "
                          "its first blocking allreduce on the communicator, "
@@ -608,10 +640,9 @@ static collar_status_t issue_on_stream(void *native, void *arg)
 }
 
 /* The CALL step in place of ORDER: the caller's queued device work
- * first, as for every algorithm.  Under COLLAR_SYNC=device no NCCL
- * operation of this process is in flight past its own (blocking) call
- * (collar_algo_nccl_eligible), so the device-wide wait never waits for
- * one. */
+ * first, as for every algorithm.  No NCCL operation of this process is in
+ * flight past its own (blocking) call (collar_algo_nccl_eligible), so a
+ * device-wide wait (COLLAR_SYNC=device) never waits for one. */
 static collar_status_t nccl_order(collar_sched_t *s, void *arg)
 {
     (void)arg;
@@ -633,9 +664,14 @@ static collar_status_t nccl_step(collar_sched_t *s, void *arg)
         if (s->comm->coll_turn != s->ticket) {
             return COLLAR_INPROGRESS;
         }
+        collar_sched_t *none = NULL;
+        if (!atomic_compare_exchange_strong(&nccl_busy, &none, s)) {
+            return COLLAR_INPROGRESS;   /* another's epoch (serialized threads) */
+        }
         collar_status_t st = s->dev->issue_async(o->stream, issue_on_stream,
                                                  o, &o->ev);
         if (st != COLLAR_OK) {
+            atomic_store(&nccl_busy, NULL);
             collar_error(COLL, "ncclAllReduce failed: %s",
                          o->r != NCCL_SUCCESS ? nc.error_string(o->r)
                                               : collar_status_string(st));
@@ -655,6 +691,7 @@ static collar_status_t nccl_step(collar_sched_t *s, void *arg)
     }
     if (st != COLLAR_INPROGRESS) {
         o->issued = 0;
+        atomic_store(&nccl_busy, NULL);
     }
     return st;
 }

@@ -299,6 +299,29 @@ int collar_usercomm_raise(collar_usercomm_t *u, MPI_Comm comm, int error)
     return error;
 }
 
+void collar_agree(const int *mine, int *out, int n, MPI_Op op, MPI_Comm comm,
+                  const char *what)
+{
+    int rc = PMPI_Allreduce(mine, out, n, MPI_INT, op, comm);
+    if (rc == MPI_SUCCESS && collar_fault(COLLAR_FAULT_AGREE)) {
+        rc = MPI_ERR_OTHER;   /* injected: the collective did run */
+    }
+    if (rc == MPI_SUCCESS) {
+        return;
+    }
+    char why[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (PMPI_Error_string(rc, why, &len) != MPI_SUCCESS) {
+        why[0] = '\0';
+    }
+    collar_error(COLL, "cannot agree with the other ranks on %s: the MPI "
+                 "library failed here (MPI error %d: %s); this rank cannot "
+                 "know what they decided, and they could wait for ever in "
+                 "collectives it would not issue: collar ends the job",
+                 what, rc, why);
+    PMPI_Abort(comm, rc);
+}
+
 /* The table of nodes: collective over MPI_COMM_WORLD, inside MPI_Init. */
 static void learn_nodes(int has_device)
 {
@@ -321,18 +344,36 @@ static void learn_nodes(int has_device)
          * the same in every communicator. */
         mine.sub = (int)(wrank / k);
     }
-    world_nodes = calloc((size_t)world_size, sizeof(*world_nodes));
-    node_card_t dummy;
-    const int ok = world_nodes != NULL;
-    if (PMPI_Allgather(&mine, (int)sizeof(mine), MPI_BYTE,
-                       ok ? (void *)world_nodes : (void *)&dummy,
-                       ok ? (int)sizeof(mine) : 0, MPI_BYTE, MPI_COMM_WORLD)
-        != MPI_SUCCESS && ok) {
+    /* The table on every process or on none (a process without one would
+     * select other algorithms than its peers), agreed before the gather;
+     * and whether some process has a device backend, which decides the
+     * private communicator of MPI_COMM_WORLD (collar_comm_world_wanted),
+     * known even without the table. */
+    world_nodes = collar_fault(COLLAR_FAULT_NODES)
+                  ? NULL : calloc((size_t)world_size, sizeof(*world_nodes));
+    int mine_ok[2] = { world_nodes != NULL, -(has_device != 0) }, all_ok[2];
+    collar_agree(mine_ok, all_ok, 2, MPI_MIN, MPI_COMM_WORLD, "the table of nodes");
+    world_any_device = all_ok[1] < 0;
+    if (!all_ok[0]) {
+        if (world_nodes == NULL) {
+            collar_warn(INIT, "no memory for the table of nodes (%d processes): "
+                        "no process knows the nodes, so ipc and hier do not run",
+                        world_size);
+        }
         free(world_nodes);
         world_nodes = NULL;
+        return;
+    }
+    int got = PMPI_Allgather(&mine, (int)sizeof(mine), MPI_BYTE, world_nodes,
+                             (int)sizeof(mine), MPI_BYTE, MPI_COMM_WORLD)
+              == MPI_SUCCESS, all_got = 0;
+    collar_agree(&got, &all_got, 1, MPI_MIN, MPI_COMM_WORLD, "the table of nodes");
+    if (!all_got) {
+        free(world_nodes);
+        world_nodes = NULL;
+        return;
     }
     for (int i = 0; world_nodes != NULL && i < world_size; i++) {
-        world_any_device |= world_nodes[i].device != 0;
         if (world_nodes[i].leader < 0) {
             free(world_nodes);   /* some process has no node: none known */
             world_nodes = NULL;
@@ -428,10 +469,8 @@ void collar_comm_make_hier(collar_comm_t *c)
     __atomic_add_fetch(&comms_held, (c->cross_comm != MPI_COMM_NULL)
                                     + (c->node_sched != MPI_COMM_NULL),
                        __ATOMIC_RELAXED);
-    if (PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->private_comm)
-        != MPI_SUCCESS) {
-        all = 0;
-    }
+    collar_agree(&ok, &all, 1, MPI_MIN, c->private_comm,
+                 "hier's communicators");
     if (!all) {
         collar_info(COLL, "cannot make the communicators of hier (per node "
                     "and across nodes); hier falls back");
@@ -554,6 +593,7 @@ void collar_comm_shape(const collar_comm_t *c, collar_select_key_t *key)
 /* The private duplicate of `comm` (see the top of this file), inside a
  * blocking allreduce: sets c->setup and c->private_comm. */
 int collar_comm_threaded_progress;
+int collar_app_thread_level = MPI_THREAD_SINGLE;
 
 static void comm_make_private(collar_comm_t *c, MPI_Comm comm)
 {
@@ -564,6 +604,10 @@ static void comm_make_private(collar_comm_t *c, MPI_Comm comm)
     c->private_comm = MPI_COMM_NULL;
     /* Same group, same order; no attribute is copied. */
     int rc = PMPI_Comm_split(comm, 0, c->rank, &c->private_comm);
+    if (rc == MPI_SUCCESS && collar_fault(COLLAR_FAULT_SPLIT)) {
+        PMPI_Comm_free(&c->private_comm);   /* injected: this rank has none */
+        rc = MPI_ERR_OTHER;
+    }
     int ok = rc == MPI_SUCCESS, all = 0;
     /* The same outcome on every rank, or ranks would take different
      * paths; and whether every rank runs the progress thread: a rank
@@ -576,9 +620,7 @@ static void comm_make_private(collar_comm_t *c, MPI_Comm comm)
                                         __ATOMIC_RELAXED),
                     collar_cfg.ipc_zerocopy != 0, -(int)zc_min };
     int agreed[4] = { 0, 0, 0, 0 };
-    if (PMPI_Allreduce(mine, agreed, 4, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
-        agreed[0] = agreed[1] = agreed[2] = 0;
-    }
+    collar_agree(mine, agreed, 4, MPI_MIN, comm, "its communicator");
     all = agreed[0];
     c->all_threaded = all && agreed[1];
     c->ipc_zerocopy = all && agreed[2];

@@ -380,12 +380,26 @@ collar_status_t collar_comm_get(MPI_Comm comm, int blocking,
  * the private communicator, blocking: call in the communicator's turn, from
  * a blocking allreduce.  Sets hier_made to 1, or -1 on every rank alike. */
 void collar_comm_make_hier(collar_comm_t *state);
+/*
+ * An agreement: an allreduce of n ints over `comm` whose result decides
+ * which collectives the ranks issue next (collar's communicator, hier's,
+ * NCCL's, the table of nodes).  A local MPI failure of it leaves this rank
+ * unable to know what the others decided, and so to issue what they
+ * issue: collar says so and ends the job (PMPI_Abort on comm) rather than
+ * leave the ranks hung in different collectives (docs/reliability.md).
+ * `what`: the message's name for it.
+ */
+void collar_agree(const int *mine, int *out, int n, MPI_Op op, MPI_Comm comm,
+                  const char *what);
 /* Communicators collar holds now for the application's (private
  * duplicates, hier's), for tests and collar-info. */
 /* This process runs collar's progress thread (set by the engine before a
  * private duplicate is made, collar_progress_thread_ready; read when it is
  * made, and agreed there: all_threaded). */
 extern int collar_comm_threaded_progress;
+/* The thread level the application asked MPI_Init_thread for (set by the
+ * engine at MPI_Init; MPI_THREAD_SINGLE before). */
+extern int collar_app_thread_level;
 int collar_comm_count(void);
 void collar_comm_ref(collar_comm_t *state);
 /* Drop a reference; the last one frees the private duplicate and state. */

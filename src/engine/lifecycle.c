@@ -225,6 +225,7 @@ int collar_engine_init_thread(int *argc, char ***argv, int required,
     }
     lib_level = got;
     app_level = level != required && got >= required ? required : got;
+    collar_app_thread_level = app_level;
     if (provided != NULL) {
         *provided = app_level;
     }

@@ -32,6 +32,13 @@
  *   ncclCommAbort, ncclGetErrorString, ncclGetLastError, ncclGetVersion,
  *   ncclCommGetAsyncError
  *
+ * Rules of NCCL's documentation it enforces by aborting the process with
+ * a message: ncclCommDestroy before the finalization is over (above),
+ * another ncclAllReduce before ncclCommGetAsyncError after ncclInProgress
+ * (below), and an operation issued on one communicator while another
+ * communicator's is in flight in the process ("RULE nccl-epochs",
+ * epoch_enter).
+ *
  * Error injection (NCCL_STUB_FAIL): "init" makes ncclCommInitRank fail
  * with ncclSystemError on every rank, "init@R" on rank R alone;
  * "allreduce" makes ncclAllReduce return ncclUnhandledCudaError.
@@ -414,6 +421,43 @@ EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *async)
     return ncclSuccess;
 }
 
+/*
+ * NCCL user guide, "Using multiple NCCL communicators concurrently":
+ * operations on different communicators "should therefore be used at
+ * different epochs with a locking mechanism, and applications should
+ * ensure operations are submitted in the same order across ranks" (two
+ * communicators' operations in flight together, issued in different
+ * orders on different ranks, can deadlock on a GPU).  The stand-in counts
+ * this process's operations from their ncclAllReduce to the end of their
+ * work, and aborts loudly where one is issued on a communicator while
+ * another communicator's is in flight.
+ */
+static pthread_mutex_t epoch_lock = PTHREAD_MUTEX_INITIALIZER;
+static int             epoch_ops;       /* in flight */
+static struct ncclComm *epoch_comm;     /* theirs */
+
+static void epoch_enter(struct ncclComm *c)
+{
+    pthread_mutex_lock(&epoch_lock);
+    if (epoch_ops > 0 && epoch_comm != c) {
+        fprintf(stderr, "nccl stub: RULE nccl-epochs: rank %d issues ncclAllReduce on "
+                "one communicator while an operation of another communicator of "
+                "this process is in flight (NCCL user guide, \"Using multiple NCCL "
+                "communicators concurrently\")\n", c->rank);
+        abort();
+    }
+    epoch_ops++;
+    epoch_comm = c;
+    pthread_mutex_unlock(&epoch_lock);
+}
+
+static void epoch_leave(void)
+{
+    pthread_mutex_lock(&epoch_lock);
+    epoch_ops--;
+    pthread_mutex_unlock(&epoch_lock);
+}
+
 /* One allreduce on the stream's worker. */
 typedef struct {
     struct ncclComm *c;
@@ -424,9 +468,16 @@ typedef struct {
     collar_op_t      op;
 } job_t;
 
+static void run_job_slices(job_t *j);
+
 static void run_job(void *arg)
 {
-    job_t *j = arg;
+    run_job_slices(arg);
+    epoch_leave();
+}
+
+static void run_job_slices(job_t *j)
+{
     struct ncclComm *c = j->c;
     const size_t per = STUB_SLOT / j->esize;
     for (size_t e0 = 0; e0 < j->count; e0 += per) {
@@ -497,6 +548,7 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff,
                 "said ncclSuccess after ncclInProgress (NCCL API reference)\n", comm->rank);
         abort();
     }
+    epoch_enter(comm);
     if (comm->has_thread && getenv("NCCL_STUB_INPROGRESS") != NULL) {
         comm->pending = j;
         comm->pending_stream = stream;
@@ -504,6 +556,7 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff,
         return ncclInProgress;
     }
     if (cudaemu_stream_enqueue(stream, run_job, j) != cudaSuccess) {
+        epoch_leave();
         free(j);
         return ncclUnhandledCudaError;
     }
@@ -515,6 +568,7 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff,
 static void queue_job(cudaStream_t stream, void *job)
 {
     if (cudaemu_stream_enqueue(stream, run_job, job) != cudaSuccess) {
+        epoch_leave();
         free(job);
     }
 }

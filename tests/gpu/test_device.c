@@ -353,8 +353,13 @@ static int faults(int ncalls)
 
 int main(int argc, char **argv)
 {
+    /* TEST_THREAD_LEVEL=multiple: the level a threaded program asks for
+     * (nccl.test: NCCL's operations need one thread at a time). */
+    const char *level = getenv("TEST_THREAD_LEVEL");
     int provided;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
+    MPI_Init_thread(&argc, &argv, level != NULL && strcmp(level, "multiple") == 0
+                                  ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE,
+                    &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     int host_only = 0, device = -1, do_lifetime = 0, nfaults = 0;
