@@ -70,7 +70,7 @@ void collar_algo_hier_eligible(const collar_call_t *call, collar_comm_t *comm,
         collar_algo_ipc_eligible(call, comm, plan);
         return;
     }
-    if (!comm->node_known || comm->node_min <= 0) {
+    if (!comm->node_known || comm->node_min <= 0 || !comm->node_peers_everywhere) {
         plan->alg = COLLAR_ALG_CHUNKED;
         plan->fallback = "hier -> chunked: the ranks cannot be grouped by node";
         return;

@@ -789,11 +789,19 @@ void collar_algo_ipc_eligible(const collar_call_t *call,
     if (plan->alg != COLLAR_ALG_IPC) {
         return;
     }
-    if (!comm->one_node || !comm->node_known) {
+    if (!comm->node_known) {
         /* Every rank knows (from the table of nodes of MPI_Init). */
+        plan->alg = COLLAR_ALG_CHUNKED;
+        plan->fallback = "ipc -> chunked: the nodes of the communicator's "
+                         "processes are not known";
+    } else if (!comm->one_node) {
         plan->alg = COLLAR_ALG_CHUNKED;
         plan->fallback = "ipc -> chunked: the communicator spans more than "
                          "one node";
+    } else if (!comm->node_peers_everywhere) {
+        plan->alg = COLLAR_ALG_CHUNKED;
+        plan->fallback = "ipc -> chunked: a rank has no memory for its node's "
+                         "peers";
     }
 }
 

@@ -65,6 +65,7 @@
 #include "ipc_int.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -269,6 +270,45 @@ static void zc_release_all(ipc_op_t *op)
     }
 }
 
+/*
+ * The bookkeeping of a call that could not allocate its own: its card
+ * exchange must still be the one every rank issues (a rank that left it
+ * out would leave the others waiting in it), so a reserve for one call at
+ * a time, for nodes of up to ZC_RESERVE ranks, stands in, and this rank's
+ * card says it cannot be read in place: every rank copies in for that
+ * call, agreed by the exchange itself.  Where even the reserve is taken,
+ * collar ends the job rather than issue other collectives than its peers.
+ */
+enum { ZC_RESERVE = 128 };
+static struct {
+    struct ipc_zc  zc;
+    ipc_zc_card_t  mine[ZC_RESERVE], all[ZC_RESERVE];
+    ipc_map_t     *maps[2 * ZC_RESERVE];
+    const char    *send[ZC_RESERVE], *recv[ZC_RESERVE];
+} zc_reserve;
+static atomic_int zc_reserve_taken;
+
+static struct ipc_zc *zc_from_reserve(int n)
+{
+    int free_ = 0;
+    if (n > ZC_RESERVE || !atomic_compare_exchange_strong(&zc_reserve_taken, &free_, 1)) {
+        collar_fail_stop(MPI_COMM_WORLD, MPI_ERR_NO_MEM, "ipc zero-copy's "
+                         "bookkeeping of a call (no memory, and its reserve "
+                         "is in use or too small)");
+        return NULL;
+    }
+    memset(&zc_reserve, 0, sizeof(zc_reserve));
+    struct ipc_zc *zc = &zc_reserve.zc;
+    zc->mine = zc_reserve.mine;
+    zc->all = zc_reserve.all;
+    zc->maps = zc_reserve.maps;
+    zc->send = zc_reserve.send;
+    zc->recv = zc_reserve.recv;
+    collar_warn(COLL, "ipc: no memory for zero-copy's bookkeeping of a call: "
+                "its reserve stands in, and every rank copies in for it");
+    return zc;
+}
+
 void collar_ipc_zc_free(ipc_op_t *op)
 {
     struct ipc_zc *zc = op->zc;
@@ -276,6 +316,11 @@ void collar_ipc_zc_free(ipc_op_t *op)
         return;
     }
     zc_release_all(op);
+    if (zc == &zc_reserve.zc) {
+        op->zc = NULL;
+        atomic_store(&zc_reserve_taken, 0);
+        return;
+    }
     free(zc->mine);
     free(zc->all);
     free(zc->maps);
@@ -489,23 +534,30 @@ static collar_status_t zc_go(collar_sched_t *s, void *arg)
 collar_status_t collar_ipc_zc_add(collar_sched_t *s, ipc_op_t *op, int stream)
 {
     const int n = op->region->n;
-    struct ipc_zc *zc = calloc(1, sizeof(*zc));
-    if (zc == NULL) {
+    struct ipc_zc *zc = collar_fault(COLLAR_FAULT_ZEROCOPY) ? NULL
+                        : calloc(1, sizeof(*zc));
+    if (zc != NULL) {
+        zc->mine = calloc((size_t)n, sizeof(*zc->mine));
+        zc->all = calloc((size_t)n, sizeof(*zc->all));
+        zc->maps = calloc((size_t)(2 * n), sizeof(*zc->maps));
+        zc->send = calloc((size_t)n, sizeof(*zc->send));
+        zc->recv = calloc((size_t)n, sizeof(*zc->recv));
+        if (zc->mine == NULL || zc->all == NULL || zc->maps == NULL
+            || zc->send == NULL || zc->recv == NULL) {
+            op->zc = zc;
+            collar_ipc_zc_free(op);
+            zc = NULL;
+        }
+    }
+    const int reserve = zc == NULL;
+    if (reserve && (zc = zc_from_reserve(n)) == NULL) {
         return COLLAR_ERR_NO_MEMORY;
     }
     op->zc = zc;
-    zc->mine = calloc((size_t)n, sizeof(*zc->mine));
-    zc->all = calloc((size_t)n, sizeof(*zc->all));
-    zc->maps = calloc((size_t)(2 * n), sizeof(*zc->maps));
-    zc->send = calloc((size_t)n, sizeof(*zc->send));
-    zc->recv = calloc((size_t)n, sizeof(*zc->recv));
-    if (zc->mine == NULL || zc->all == NULL || zc->maps == NULL
-        || zc->send == NULL || zc->recv == NULL) {
-        return COLLAR_ERR_NO_MEMORY;   /* freed with the schedule */
-    }
     zc->stream = stream;
     /* Two-shot peers read the receive buffer too (the finished slices). */
     zc->nbufs = zc_twoshot(op) ? 2 : 1;
+    zc->mine[op->region->rank].cannot = reserve;
     zc_fill_card(op, s->dev, &zc->mine[op->region->rank], zc->nbufs);
 
     int order, x, opened, c1;

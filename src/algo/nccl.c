@@ -426,6 +426,10 @@ static void nccl_make(collar_comm_t *c)
      * turn). */
     MPI_Comm side = MPI_COMM_NULL;
     int dup_ok = PMPI_Comm_dup(c->private_comm, &side) == MPI_SUCCESS, dup_all = 0;
+    if (dup_ok && collar_fault(COLLAR_FAULT_SPLIT)) {
+        PMPI_Comm_free(&side);   /* injected: this rank has none */
+        dup_ok = 0;
+    }
     collar_agree(&dup_ok, &dup_all, 1, MPI_MIN, c->private_comm,
                  "nccl's set-up communicator");
     if (!dup_all) {

@@ -314,12 +314,19 @@ void collar_agree(const int *mine, int *out, int n, MPI_Op op, MPI_Comm comm,
     if (PMPI_Error_string(rc, why, &len) != MPI_SUCCESS) {
         why[0] = '\0';
     }
-    collar_error(COLL, "cannot agree with the other ranks on %s: the MPI "
-                 "library failed here (MPI error %d: %s); this rank cannot "
-                 "know what they decided, and they could wait for ever in "
-                 "collectives it would not issue: collar ends the job",
-                 what, rc, why);
-    PMPI_Abort(comm, rc);
+    char msg[MPI_MAX_ERROR_STRING + 200];
+    snprintf(msg, sizeof(msg), "the agreement with the other ranks on %s (MPI "
+             "error %d: %s; this rank cannot know what they decided)", what, rc,
+             why);
+    collar_fail_stop(comm, rc, msg);
+}
+
+void collar_fail_stop(MPI_Comm comm, int code, const char *what)
+{
+    collar_error(COLL, "%s failed on this rank: the other ranks could wait "
+                 "for ever in collectives it would not issue, so collar ends "
+                 "the job (MPI_Abort)", what);
+    PMPI_Abort(comm, code);
 }
 
 /* The table of nodes: collective over MPI_COMM_WORLD, inside MPI_Init. */
@@ -461,7 +468,7 @@ void collar_comm_make_hier(collar_comm_t *c)
         ok = 0;
     }
     /* The node's color: its first rank in the communicator. */
-    if (PMPI_Comm_split(c->private_comm, c->node_peers[0], c->node_rank,
+    if (PMPI_Comm_split(c->private_comm, c->node_first, c->node_rank,
                         &c->node_sched) != MPI_SUCCESS) {
         c->node_sched = MPI_COMM_NULL;
         ok = 0;
@@ -492,6 +499,74 @@ static int cmp_key(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The node of communicator rank i (its key: the node's first world rank
+ * and the pseudo-node), and whether it has a device; -1 for a process
+ * outside MPI_COMM_WORLD. */
+static long long node_key(MPI_Group group, MPI_Group world, int i, int *device)
+{
+    int w = MPI_UNDEFINED;
+    if (PMPI_Group_translate_ranks(group, 1, &i, world, &w) != MPI_SUCCESS
+        || w == MPI_UNDEFINED || w < 0 || w >= world_size) {
+        return -1;
+    }
+    *device = world_nodes[w].device != 0;
+    return ((long long)world_nodes[w].leader << 32) | (unsigned)world_nodes[w].sub;
+}
+
+/*
+ * The node shape where the arrays of comm_find_node cannot be had (no
+ * memory): the same answers, with none, one translation at a time (n^2 of
+ * them).  The shape decides the algorithm, alike on every rank, so it
+ * must not depend on one rank's memory; the node's peers (node_peers),
+ * which ipc and hier need, stay NULL, and the ranks agree on that when
+ * collar's communicator is made (node_peers_everywhere).
+ */
+static void shape_without_memory(collar_comm_t *c, MPI_Group group, MPI_Group world)
+{
+    const int n = c->size;
+    int dev = 0, device_everywhere = 1, nodes = 0, smallest = n, largest = 0;
+    const long long mine = node_key(group, world, c->rank, &dev);
+    if (mine < 0) {
+        return;
+    }
+    c->node_size = 0;
+    c->node_first = -1;
+    for (int i = 0; i < n; i++) {
+        const long long k = node_key(group, world, i, &dev);
+        if (k < 0) {
+            return;   /* (node_known stays 0) */
+        }
+        device_everywhere &= dev;
+        if (k == mine) {
+            c->node_rank += i < c->rank;
+            c->node_size++;
+            if (c->node_first < 0) {
+                c->node_first = i;
+            }
+        }
+        int first = 1, count = 0;
+        for (int j = 0; j < n; j++) {
+            if (node_key(group, world, j, &dev) == k) {
+                first &= j >= i;
+                count++;
+            }
+        }
+        if (first) {
+            nodes++;
+            smallest = count < smallest ? count : smallest;
+            largest = count > largest ? count : largest;
+        }
+    }
+    c->one_node = c->node_size == n;
+    c->nnodes = nodes;
+    c->ppn_min = smallest;
+    c->ppn_max = largest;
+    c->node_min = device_everywhere ? smallest : 0;
+    c->node_known = 1;
+    collar_warn(MEM, "no memory for the node peers of a %d-rank communicator: "
+                "ipc and hier do not run on it", n);
+}
+
 /* c->node_*, from the table of nodes, with no communication.  Unknown
  * (node_known 0) when a process of the communicator is not in this
  * process's MPI_COMM_WORLD: then every rank of it sees one that is not. */
@@ -500,6 +575,7 @@ static void comm_find_node(collar_comm_t *c, MPI_Comm comm)
     c->node_known = 0;
     c->node_rank = 0;
     c->node_size = 1;
+    c->node_first = c->rank;
     c->one_node = 0;
     c->node_min = 0;
     c->node_sched = MPI_COMM_NULL;
@@ -508,17 +584,32 @@ static void comm_find_node(collar_comm_t *c, MPI_Comm comm)
         return;
     }
     const int n = c->size;
-    int *ranks = malloc(2 * (size_t)n * sizeof(int));
-    long long *keys = malloc((size_t)n * sizeof(long long));
     MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
-    int ok = ranks != NULL && keys != NULL
-             && PMPI_Comm_group(comm, &group) == MPI_SUCCESS
-             && PMPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS;
-    int *wranks = ok ? ranks + n : NULL;
-    for (int i = 0; ok && i < n; i++) {
+    if (PMPI_Comm_group(comm, &group) != MPI_SUCCESS
+        || PMPI_Comm_group(MPI_COMM_WORLD, &world) != MPI_SUCCESS) {
+        if (group != MPI_GROUP_NULL) {
+            PMPI_Group_free(&group);
+        }
+        return;
+    }
+    const int fail = collar_fault(COLLAR_FAULT_SHAPE);
+    int *ranks = fail ? NULL : malloc(2 * (size_t)n * sizeof(int));
+    long long *keys = fail ? NULL : malloc((size_t)n * sizeof(long long));
+    int *peers = fail ? NULL : malloc(2 * (size_t)n * sizeof(int));
+    if (ranks == NULL || keys == NULL || peers == NULL) {
+        free(ranks);
+        free(keys);
+        free(peers);
+        shape_without_memory(c, group, world);
+        PMPI_Group_free(&group);
+        PMPI_Group_free(&world);
+        return;
+    }
+    int *wranks = ranks + n;
+    for (int i = 0; i < n; i++) {
         ranks[i] = i;
     }
-    ok = ok && PMPI_Group_translate_ranks(group, n, ranks, world, wranks) == MPI_SUCCESS;
+    int ok = PMPI_Group_translate_ranks(group, n, ranks, world, wranks) == MPI_SUCCESS;
     int device_everywhere = 1;
     for (int i = 0; ok && i < n; i++) {
         if (wranks[i] == MPI_UNDEFINED || wranks[i] < 0 || wranks[i] >= world_size) {
@@ -529,16 +620,12 @@ static void comm_find_node(collar_comm_t *c, MPI_Comm comm)
         keys[i] = ((long long)nc->leader << 32) | (unsigned)nc->sub;
         device_everywhere &= nc->device != 0;
     }
-    if (group != MPI_GROUP_NULL) {
-        PMPI_Group_free(&group);
-    }
-    if (world != MPI_GROUP_NULL) {
-        PMPI_Group_free(&world);
-    }
-    int *peers = ok ? malloc(2 * (size_t)n * sizeof(int)) : NULL;
-    if (peers == NULL) {
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&world);
+    if (!ok) {
         free(ranks);
         free(keys);
+        free(peers);
         return;
     }
     /* This node's ranks, in communicator rank order (the node rank). */
@@ -556,6 +643,7 @@ static void comm_find_node(collar_comm_t *c, MPI_Comm comm)
     c->node_size = m;
     c->node_peers = peers;
     c->node_world = peers + n;
+    c->node_first = peers[0];
     c->one_node = m == n;
     /* The smallest node: runs of equal keys. */
     qsort(keys, (size_t)n, sizeof(*keys), cmp_key);
@@ -616,15 +704,17 @@ static void comm_make_private(collar_comm_t *c, MPI_Comm comm)
      * rule), unless that thread does (collar_sched_block_colls). */
     const size_t zc_min = collar_cfg.ipc_zerocopy_min < (size_t)INT_MAX
                           ? collar_cfg.ipc_zerocopy_min : (size_t)INT_MAX;
-    int mine[4] = { ok, __atomic_load_n(&collar_comm_threaded_progress,
+    int mine[5] = { ok, __atomic_load_n(&collar_comm_threaded_progress,
                                         __ATOMIC_RELAXED),
-                    collar_cfg.ipc_zerocopy != 0, -(int)zc_min };
-    int agreed[4] = { 0, 0, 0, 0 };
-    collar_agree(mine, agreed, 4, MPI_MIN, comm, "its communicator");
+                    collar_cfg.ipc_zerocopy != 0, -(int)zc_min,
+                    c->node_peers != NULL || !c->node_known };
+    int agreed[5] = { 0, 0, 0, 0, 0 };
+    collar_agree(mine, agreed, 5, MPI_MIN, comm, "its communicator");
     all = agreed[0];
     c->all_threaded = all && agreed[1];
     c->ipc_zerocopy = all && agreed[2];
     c->ipc_zerocopy_min = (size_t)-(long long)agreed[3];
+    c->node_peers_everywhere = all && agreed[4] && c->node_known;
     if (ok && !all) {
         PMPI_Comm_free(&c->private_comm);
         rc = MPI_ERR_OTHER;

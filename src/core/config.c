@@ -299,7 +299,8 @@ static const cfg_row_t table[] = {
       "progress thread cannot start), nodes:1 (no memory for the table of "
       "nodes), shape:1 (no memory for a communicator's node shape), "
       "agree:N (collar's N-th agreement collective fails here with an MPI "
-      "error), split:1 (collar's communicator cannot be made here), "
+      "error), split:N (the N-th of collar's communicators, its own or nccl's "
+      "set-up one, cannot be made here), "
       "zcalloc:1 (no memory for ipc zero-copy's bookkeeping), query:N (the "
       "cuda backend's N-th pointer query fails as after a sticky error).",
       FIELD(sim_fail), NULL, 0, 0 },

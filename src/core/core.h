@@ -312,7 +312,12 @@ typedef struct collar_comm {
                               is this rank */
     int     *node_world;   /* the same processes' ranks in MPI_COMM_WORLD
                               (in node_peers' allocation) */
+    int      node_first;   /* the node's first rank in the communicator */
     int      one_node;     /* every rank of the communicator is on one node */
+    /* Every rank has its node_peers (agreed when the private communicator
+     * is made; a rank without memory for them has none): ipc and hier
+     * need them. */
+    int      node_peers_everywhere;
     /* Every rank runs collar's progress thread (agreed when the private
      * communicator is made).  Only then may a nonblocking allreduce run
      * collar's own schedule (without it, it is the MPI library's own
@@ -391,6 +396,9 @@ void collar_comm_make_hier(collar_comm_t *state);
  */
 void collar_agree(const int *mine, int *out, int n, MPI_Op op, MPI_Comm comm,
                   const char *what);
+/* This rank cannot issue what its peers will (`what` failed here): said,
+ * then the job ends (PMPI_Abort on comm with `code`). */
+void collar_fail_stop(MPI_Comm comm, int code, const char *what);
 /* Communicators collar holds now for the application's (private
  * duplicates, hier's), for tests and collar-info. */
 /* This process runs collar's progress thread (set by the engine before a

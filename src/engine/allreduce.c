@@ -153,7 +153,7 @@ static int pass_counted(const collar_allreduce_args_t *a,
             int rc = check_begin(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
                                  COLLAR_MEM_HOST, NULL, &ck);
             if (rc != MPI_SUCCESS || ck != NULL) {
-                return rc != MPI_SUCCESS ? rc : collar_colls_allreduce(a, ck, stat);
+                return rc != MPI_SUCCESS ? rc : collar_colls_allreduce(a, ck, stat, NULL);
             }
         } else {
             int rc = check_agree(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
@@ -445,7 +445,7 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         plan_chosen(comm, &key, &plan, &call, stat);
         collar_check_t *ck = NULL;
         int rc = check_begin(a, call.mem, smem, rkind, &plan, &ck);
-        return rc != MPI_SUCCESS ? rc : collar_colls_allreduce(a, ck, stat);
+        return rc != MPI_SUCCESS ? rc : collar_colls_allreduce(a, ck, stat, NULL);
     }
     if (build == NULL) {
         plan_chosen(comm, &key, &plan, &call, stat);
@@ -506,7 +506,11 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         }
     }
     if (build == NULL && st == COLLAR_OK) {
-        return collar_colls_allreduce(a, ck, stat);
+        /* On collar's communicator where nothing else of collar's issues
+         * collectives there meanwhile. */
+        collar_comm_t *on = cstate->setup == COLLAR_COMM_READY
+                            && !cstate->all_threaded ? cstate : NULL;
+        return collar_colls_allreduce(a, ck, stat, on);
     }
 
     collar_sched_t *s = NULL;

@@ -610,6 +610,10 @@ typedef struct {
     /* COLLAR_CHECK's check, issued before the operation's collectives; it
      * gates the schedule (which owns it from op_schedule on). */
     collar_check_t     *check;
+    /* collar's state of the communicator whose private duplicate carries
+     * the library's collectives (an allreduce: collar_colls_allreduce),
+     * held by the schedule; NULL: they run on the application's. */
+    collar_comm_t      *on;
 } colls_op_t;
 
 /* Schedules of staged collectives have no internal traffic: they take no
@@ -750,7 +754,8 @@ static collar_status_t agree_check(collar_sched_t *s, void *arg)
 static collar_status_t op_schedule(colls_op_t *op)
 {
     collar_sched_t *s = NULL;
-    COLLAR_CHECK(collar_sched_create(&colls_comm, colls_dev, &s));
+    COLLAR_CHECK(collar_sched_create(op->on != NULL ? op->on : &colls_comm,
+                                     colls_dev, &s));
     collar_step_t wait = { .kind = COLLAR_STEP_REQUEST, .u.request.req = &op->inner };
     int w = 0;
     collar_status_t st = collar_sched_add(s, &wait, &w);
@@ -1327,6 +1332,17 @@ int collar_coll_init(const collar_coll_args_t *a, MPI_Info info,
 
 /* ------------------------------------------- allreduce without collar's communicator */
 
+/* An MPI error of the library's collective on `on`: raised on the
+ * application's communicator where `on` is collar's (whose errors
+ * return), as the library raises its own on the application's. */
+static int on_error(MPI_Comm app, MPI_Comm on, int rc)
+{
+    if (rc != MPI_SUCCESS && on != app) {
+        PMPI_Comm_call_errhandler(app, rc);
+    }
+    return rc;
+}
+
 /* The call site the allreduce's entry point took (the frames of collar's
  * own between it and op_enter would hide the application's). */
 static void op_site(colls_op_t *op, const collar_stats_call_t *site)
@@ -1339,7 +1355,7 @@ static void op_site(colls_op_t *op, const collar_stats_call_t *site)
 
 int collar_colls_allreduce(const collar_allreduce_args_t *x,
                            collar_check_t *check,
-                           const collar_stats_call_t *site)
+                           const collar_stats_call_t *site, collar_comm_t *on)
 {
     const collar_coll_args_t a = { .coll = COLLAR_COLL_ALLREDUCE, .sbuf = x->sbuf,
                              .rbuf = x->rbuf, .rcount = x->count, .sdt = x->dtype,
@@ -1390,47 +1406,53 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x,
     }
     op_site(op, site);
     op->check = check;
+    /* The communicator the library's collectives run on: collar's own
+     * where the conductor gives it (it outlives the application's
+     * MPI_Comm_free while the operation runs: Open MPI 4.1 crashes when a
+     * nonblocking collective's communicator is freed before its wait). */
+    op->on = on != NULL && on->setup == COLLAR_COMM_READY && op->cc.staged ? on : NULL;
+    const MPI_Comm comm = op->on != NULL ? op->on->private_comm : x->comm;
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
     if (x->persistent) {
 #if defined(HAVE_PMPI_ALLREDUCE_C)
-        rc = x->large ? PMPI_Allreduce_init_c(op->s, op->r, n, x->dtype, op_, x->comm,
+        rc = x->large ? PMPI_Allreduce_init_c(op->s, op->r, n, x->dtype, op_, comm,
                                               x->info, &op->inner)
                       : PMPI_Allreduce_init(op->s, op->r, (int)n, x->dtype, op_,
-                                            x->comm, x->info, &op->inner);
+                                            comm, x->info, &op->inner);
 #else
-        rc = PMPI_Allreduce_init(op->s, op->r, (int)n, x->dtype, op_, x->comm,
+        rc = PMPI_Allreduce_init(op->s, op->r, (int)n, x->dtype, op_, comm,
                                  x->info, &op->inner);
 #endif
         if (rc == MPI_SUCCESS && op->cc.staged) {
             /* The status agreement, started after the data's at each
              * MPI_Start (persist_start). */
             rc = PMPI_Allreduce_init(&op->agree_in, &op->agree_out, 1, MPI_INT,
-                                     MPI_MAX, x->comm, MPI_INFO_NULL,
+                                     MPI_MAX, comm, MPI_INFO_NULL,
                                      &op->agree_req);
             if (rc != MPI_SUCCESS) {
                 PMPI_Request_free(&op->inner);
                 collar_check_free(op->check);
                 release(&op->cc);
                 free(op);
-                return rc;
+                return on_error(x->comm, comm, rc);
             }
             op->agree = 1;
         }
-        return op_pinit(op, rc, x->request);
+        return op_pinit(op, on_error(x->comm, comm, rc), x->request);
     }
 #endif
 #if defined(HAVE_PMPI_ALLREDUCE_C)
-    rc = x->large ? PMPI_Iallreduce_c(op->s, op->r, n, x->dtype, op_, x->comm, &op->inner)
-                  : PMPI_Iallreduce(op->s, op->r, (int)n, x->dtype, op_, x->comm,
+    rc = x->large ? PMPI_Iallreduce_c(op->s, op->r, n, x->dtype, op_, comm, &op->inner)
+                  : PMPI_Iallreduce(op->s, op->r, (int)n, x->dtype, op_, comm,
                                     &op->inner);
 #else
-    rc = PMPI_Iallreduce(op->s, op->r, (int)n, x->dtype, op_, x->comm, &op->inner);
+    rc = PMPI_Iallreduce(op->s, op->r, (int)n, x->dtype, op_, comm, &op->inner);
 #endif
     if (rc == MPI_SUCCESS && op->cc.staged) {
         op->agree = 1;
         op->agree_in = op->cc.failed != COLLAR_OK;
         rc = PMPI_Iallreduce(&op->agree_in, &op->agree_out, 1, MPI_INT, MPI_MAX,
-                             x->comm, &op->agree_req);
+                             comm, &op->agree_req);
         if (rc != MPI_SUCCESS) {
             /* The data's collective is issued: finish it, as op_istart's
              * error path does. */
@@ -1438,8 +1460,8 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x,
             collar_check_free(op->check);
             release(&op->cc);
             free(op);
-            return rc;
+            return on_error(x->comm, comm, rc);
         }
     }
-    return op_istart(op, rc, x->request);
+    return op_istart(op, on_error(x->comm, comm, rc), x->request);
 }

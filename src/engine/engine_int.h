@@ -43,10 +43,16 @@ void collar_colls_stop(void);
  * carries (src/engine/allreduce.c, form_of).  `check`: COLLAR_CHECK's
  * check of a nonblocking or persistent start, started before (NULL:
  * none), which the operation now owns.  `site`: the statistics record
- * with the call site the entry point took (NULL: none). */
+ * with the call site the entry point took (NULL: none).  `on`: collar's
+ * state of the communicator, whose private duplicate carries the library's
+ * collectives of a staged call where it is ready (NULL: the application's
+ * communicator carries them); the conductor gives it only where nothing
+ * else of collar's issues collectives on that duplicate meanwhile (no
+ * progress thread on every rank), so that their order there is the
+ * application's. */
 int collar_colls_allreduce(const collar_allreduce_args_t *a,
                            collar_check_t *check,
-                           const collar_stats_call_t *site);
+                           const collar_stats_call_t *site, collar_comm_t *on);
 
 /* Advance every outstanding schedule once; nonzero if any is outstanding. */
 int collar_progress_all(void);

@@ -240,18 +240,32 @@ static collar_status_t cu_query(void *ctx, const void *ptr,
          * are assigned default NULL values"): zero reads as host memory,
          * and so does a driver not (or no longer) initialized.  Any other
          * error is the context's (a sticky error: every call fails from
-         * then on): the pointer may be device memory that nothing can
-         * read now.  It is taken as device memory of the last device, not
-         * cached, so that the call takes the device path, whose first
-         * device operation fails: an error on every rank (the status
-         * agreement), where the host path would read device memory. */
-        const CUresult r = cu.get_attrs(6, attrs, data, (CUdeviceptr)(uintptr_t)ptr);
+         * then on).  The other ranks, whose driver answers, take a host
+         * buffer for host memory and a device one for device memory, and
+         * this rank must take the same path as they do: so the process's
+         * own mapping decides, not the driver.  Memory the CPU can read
+         * (the heap, an anonymous mapping, pinned memory) is host memory;
+         * device memory's addresses are mappings the CPU cannot read (CUDA
+         * reserves them in the process without access), taken as device
+         * memory of the last device, not cached: the device path's first
+         * device operation then fails, an error on every rank (the status
+         * agreement).  (Managed memory the CPU can read, first seen after
+         * such an error, would count as host here: docs/cuda.md.) */
+        CUresult r = cu.get_attrs(6, attrs, data, (CUdeviceptr)(uintptr_t)ptr);
+        if (r == CUDA_SUCCESS && collar_fault(COLLAR_FAULT_QUERY)) {
+            r = CUDA_ERROR_LAUNCH_FAILED;   /* injected: as after a sticky error */
+        }
         if (r == CUDA_ERROR_NOT_INITIALIZED || r == CUDA_ERROR_DEINITIALIZED) {
             return COLLAR_OK;
         }
         if (r != CUDA_SUCCESS) {
-            info->kind = COLLAR_MEM_DEVICE;
-            info->device = __atomic_load_n(&cu.last, __ATOMIC_RELAXED);
+            memset(info, 0, sizeof(*info));
+            info->kind = COLLAR_MEM_HOST;
+            info->device = -1;
+            if (collar_ptr_cpu_readable(ptr) != 1) {
+                info->kind = COLLAR_MEM_DEVICE;
+                info->device = __atomic_load_n(&cu.last, __ATOMIC_RELAXED);
+            }
             return COLLAR_OK;
         }
         if (managed) {

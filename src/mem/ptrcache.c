@@ -273,6 +273,27 @@ static void learn_host(collar_ptrcache_t *c, uintptr_t p)
     pthread_rwlock_unlock(&c->lock);
 }
 
+int collar_ptr_cpu_readable(const void *ptr)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL) {
+        return -1;
+    }
+    const uintptr_t p = (uintptr_t)ptr;
+    char line[512];
+    int ret = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long a, b;
+        char perms[8] = "";
+        if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3 && p >= a && p < b) {
+            ret = perms[0] == 'r';
+            break;
+        }
+    }
+    fclose(f);
+    return ret;
+}
+
 int collar_ptr_host_range_maps(void *ctx, const void *ptr, uintptr_t *lo,
                                uintptr_t *hi)
 {

@@ -57,6 +57,11 @@ typedef struct {
 /* host_range from /proc/self/maps (see above). */
 int collar_ptr_host_range_maps(void *ctx, const void *ptr, uintptr_t *lo,
                                uintptr_t *hi);
+/* Whether the process's mapping around ptr can be read by the CPU
+ * (/proc/self/maps: a mapping with read permission): 1; 0 for no mapping
+ * or one without (device memory's addresses in the process are such
+ * reservations); -1 when the maps cannot be read. */
+int collar_ptr_cpu_readable(const void *ptr);
 
 typedef struct collar_ptrcache collar_ptrcache_t;
 

@@ -38,7 +38,12 @@
  *                   that failed anywhere, which ranks failed, then
  *                   "test_device faults: N calls, A failed on every rank,
  *                   S failed on some ranks, W wrong" (W: MPI_SUCCESS with
- *                   wrong or unreadable values on some rank)
+ *                   wrong or unreadable values on some rank); then one sum
+ *                   of host memory in a large malloc, which must be right
+ *                   on every rank ("a host call after them: right on every
+ *                   rank"), a rank with a sticky device error included, or
+ *                   (an algorithm forced on host memory, which needs the
+ *                   device) fail on every rank
  */
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -344,6 +349,42 @@ static int faults(int ncalls)
         printf("test_device faults: %d calls, %ld failed on every rank, %ld failed on some "
                "ranks, %ld wrong\n", ncalls, every, some, wrong);
     }
+    /* Then a sum of host memory in a large malloc (an anonymous mapping,
+     * which the driver is asked about at every call): it needs no device,
+     * so it is right on every rank, a rank whose device has a sticky error
+     * included, where it goes to the MPI library (it fails on every rank
+     * where an algorithm forced on host memory needs the device); never
+     * wrong, never failed on some ranks only, never a hang. */
+    int *hs = malloc(bytes), *hr = malloc(bytes);
+    int out = OUT_ERROR;
+    if (hs != NULL && hr != NULL) {
+        for (size_t i = 0; i < count; i++) {
+            hs[i] = (int)(rank + i % 1000);
+        }
+        if (MPI_Allreduce(hs, hr, (int)count, MPI_INT, MPI_SUM, MPI_COMM_WORLD)
+            == MPI_SUCCESS) {
+            out = OUT_RIGHT;
+            for (size_t i = 0; i < count && out == OUT_RIGHT; i++) {
+                if (hr[i] != (int)(nranks * (i % 1000) + nranks * (nranks - 1) / 2)) {
+                    out = OUT_WRONG;
+                }
+            }
+        }
+    }
+    /* (The tally through the library itself: a forced algorithm is
+     * collar's on this host memory too.) */
+    int worst = 0, best = 0;
+    PMPI_Allreduce(&out, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    PMPI_Allreduce(&out, &best, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == 0) {
+        printf("test_device faults: a host call after them: %s\n",
+               worst == OUT_RIGHT ? "right on every rank"
+               : best == OUT_ERROR && worst == OUT_ERROR ? "failed on every rank"
+               : "WRONG or failed on some ranks");
+    }
+    wrong += worst == OUT_WRONG || (worst == OUT_ERROR && best != OUT_ERROR);
+    free(hs);
+    free(hr);
     free(outs);
     free(host);
     dfree(sbuf, 0);

@@ -592,7 +592,7 @@ static void test_mixes(void)
                     collar_comm_t comm = {
                         .private_comm = MPI_COMM_NULL, .refs = 1, .size = 2,
                         .node_size = 2, .one_node = 1, .node_known = 1,
-                        .ipc = &st, .tag_ub = 32767,
+                        .node_peers_everywhere = 1, .ipc = &st, .tag_ub = 32767,
                     };
                     collar_algo_ipc_eligible(&call, &comm, &plan);
                     collar_algo_hier_eligible(&call, &comm, 1, NULL, &plan);
@@ -632,6 +632,7 @@ static void test_mixes(void)
                         .private_comm = MPI_COMM_NULL, .refs = 1, .size = 2 * n,
                         .rank = r, .node_rank = r, .node_size = n, .node_min = n,
                         .one_node = kind != 5, .node_known = 1,
+                        .node_peers_everywhere = 1,
                         .node_sched = MPI_COMM_WORLD, .hier_made = 1,
                         .cross_comm = MPI_COMM_WORLD, .ipc = &st, .tag_ub = 32767,
                     };
