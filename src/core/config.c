@@ -194,7 +194,8 @@ static const cfg_row_t table[] = {
       FIELD(gdrcopy_library), NULL, 0, 0 },
     { "COLLAR_CHUNK_SIZE", CFG_SIZE, "0",
       "Chunk size of chunked algorithms, overriding the rule's chunk= (0: the "
-      "rule's, else 1M); at most 1G, as in tuning tables.",
+      "rule's, else 1M); from 1K (a smaller one is raised to 1K, said once) "
+      "to 1G, as in tuning tables.",
       FIELD(chunk_size), NULL, 0, COLLAR_CHUNK_MAX },
     { "COLLAR_MPI_CUDA_AWARE", CFG_ENUM, "auto",
       "Whether the MPI library takes device pointers: auto (ask it), yes, no. "
@@ -653,6 +654,18 @@ void collar_config_load_quiet(int quiet)
     }
 
     collar_fault_init(collar_cfg.sim_fail);
+    if (collar_cfg.chunk_size != 0 && collar_cfg.chunk_size < COLLAR_CHUNK_MIN) {
+        if (quiet) {
+            collar_debug(ENV, "COLLAR_CHUNK_SIZE=%zu is below the least chunk, "
+                         "1K: raised to 1K", collar_cfg.chunk_size);
+        } else {
+            collar_warn(ENV, "COLLAR_CHUNK_SIZE=%zu is below the least chunk, 1K "
+                        "(every chunk costs copies and an MPI call: a 1-byte "
+                        "chunk made a 512 KiB allreduce last minutes): raised "
+                        "to 1K", collar_cfg.chunk_size);
+        }
+        collar_cfg.chunk_size = COLLAR_CHUNK_MIN;
+    }
     /* A typo must not pass silently. */
     for (char **e = environ; e != NULL && *e != NULL; e++) {
         if (strncmp(*e, "COLLAR_", 7) != 0) {

@@ -58,6 +58,17 @@ extern int collar_log_lead;
 /* Opens COLLAR_LOG_FILE (with %h, %p, %r expanded) once the rank is known. */
 void collar_log_open(const char *pattern);
 void collar_log_close(void);
+/*
+ * A file collar writes (COLLAR_LOG_FILE, COLLAR_STATS_FILE, COLLAR_TRACE),
+ * opened for appending or truncated, created 0644.  Never through a
+ * symbolic link someone else could have planted (a link is followed only
+ * where it is this user's or root's, in a directory no other user can
+ * change it in), and never another user's file (a device or pipe of
+ * root's, such as /dev/null, is fine).  NULL after one warning naming
+ * `what` (the variable), the reason and `instead` (what happens then).
+ */
+FILE *collar_open_output(const char *path, int append, const char *what,
+                         const char *instead);
 void collar_log_write(collar_log_level_t level, unsigned subsys,
                       const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -143,6 +154,11 @@ int collar_alg_from_name(const char *name, size_t len);
 
 /* The largest chunk (COLLAR_CHUNK_SIZE, a table's chunk=): 1G. */
 #define COLLAR_CHUNK_MAX (1L << 30)
+/* The least chunk (and ring segment) a call runs with: every chunk costs
+ * copies and an MPI call, and a 1-byte chunk made a 512 KiB chunked
+ * allreduce last minutes.  A smaller COLLAR_CHUNK_SIZE, chunk= or
+ * collar_set_algorithm chunk is said once and raised to it. */
+#define COLLAR_CHUNK_MIN ((size_t)1 << 10)
 
 /* Every COLLAR_* variable lands in one field here (see config.c's table). */
 typedef struct {

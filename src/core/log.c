@@ -9,9 +9,13 @@
 #include "config.h"
 #include "core.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 collar_log_level_t collar_log_level  = COLLAR_LOG_WARN;
@@ -103,6 +107,69 @@ void collar_expand_pattern(const char *pattern, int rank, char *out,
     out[o] = '\0';
 }
 
+/* A symbolic link collar may follow: the process's own user's, or root's
+ * (/dev/stdout), in a directory no other user can change it in (not
+ * writable by others, or sticky: only the owner replaces an entry). */
+static int trusted_link(const char *path, const struct stat *link)
+{
+    if (link->st_uid != geteuid() && link->st_uid != 0) {
+        return 0;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof(dir), "%s", path);
+    struct stat d;
+    if (stat(dirname(dir), &d) != 0) {
+        return 0;
+    }
+    return !(d.st_mode & (S_IWGRP | S_IWOTH)) || (d.st_mode & S_ISVTX);
+}
+
+FILE *collar_open_output(const char *path, int append, const char *what,
+                         const char *instead)
+{
+    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : 0);
+    int fd = open(path, flags | O_NOFOLLOW, 0644);
+    struct stat link;
+    if (fd < 0 && (errno == ELOOP || errno == EACCES)
+        && lstat(path, &link) == 0 && S_ISLNK(link.st_mode)) {
+        /* A symbolic link (Linux's protected_symlinks refuses some with
+         * EACCES already): followed only where nobody else planted it. */
+        if (trusted_link(path, &link)) {
+            fd = open(path, flags, 0644);
+        } else {
+            collar_warn(ENV, "%s: '%s' is a symbolic link another user could "
+                        "have made (owned by uid %d, or in a directory others "
+                        "may write to): not followed; %s", what, path,
+                        (int)link.st_uid, instead);
+            return NULL;
+        }
+    }
+    if (fd < 0) {
+        collar_warn(ENV, "%s: cannot open '%s' for %s: %m; %s", what, path,
+                    append ? "appending" : "writing", instead);
+        return NULL;
+    }
+    /* What was opened: the process's own file, or a device or pipe of
+     * root's (/dev/null, a terminal); never another user's file. */
+    struct stat st;
+    if (fstat(fd, &st) != 0
+        || (st.st_uid != geteuid() && !(st.st_uid == 0 && !S_ISREG(st.st_mode)))) {
+        collar_warn(ENV, "%s: '%s' belongs to another user (uid %d): not "
+                    "written; %s", what, path, (int)st.st_uid, instead);
+        close(fd);
+        return NULL;
+    }
+    FILE *f = NULL;
+    if ((append || !S_ISREG(st.st_mode) || ftruncate(fd, 0) == 0)
+        && (f = fdopen(fd, append ? "a" : "w")) == NULL) {
+        close(fd);
+    }
+    if (f == NULL) {
+        collar_warn(ENV, "%s: cannot write '%s': %m; %s", what, path, instead);
+    }
+    return f;
+}
+
 void collar_log_open(const char *pattern)
 {
     if (pattern == NULL || pattern[0] == '\0' || strcmp(pattern, "stderr") == 0) {
@@ -110,10 +177,8 @@ void collar_log_open(const char *pattern)
     }
     char path[4096];
     collar_expand_pattern(pattern, log_rank, path, sizeof(path));
-    FILE *f = fopen(path, "a");
+    FILE *f = collar_open_output(path, 1, "COLLAR_LOG_FILE", "logging to stderr");
     if (f == NULL) {
-        collar_warn(ENV, "cannot open COLLAR_LOG_FILE '%s' for appending: %m; "
-                    "logging to stderr", path);
         return;
     }
     setvbuf(f, NULL, _IOLBF, 0);

@@ -182,7 +182,18 @@ void collar_select(const collar_select_key_t *key, collar_plan_t *plan)
         }
     }
     if (collar_cfg.chunk_size != 0) {
-        plan->chunk = collar_cfg.chunk_size;
+        plan->chunk = collar_cfg.chunk_size;   /* (raised at its load) */
+    }
+    if (plan->chunk != 0 && plan->chunk < COLLAR_CHUNK_MIN) {
+        char once[64];
+        snprintf(once, sizeof(once), "chunk floor %p", (const void *)plan->rule);
+        if (collar_log_first(once)) {
+            char where[200];
+            collar_plan_describe(plan, where, sizeof(where));
+            collar_warn_lead(TUNING, "chunk=%zu (%s) is below the least chunk, "
+                             "1K: raised to 1K", plan->chunk, where);
+        }
+        plan->chunk = COLLAR_CHUNK_MIN;
     }
 }
 

@@ -515,11 +515,9 @@ void collar_stats_write(const char *text, size_t len, int rank)
     if (pattern != NULL && pattern[0] != '\0' && strcmp(pattern, "stderr") != 0) {
         char path[4096];
         collar_expand_pattern(pattern, rank, path, sizeof(path));
-        f = fopen(path, "w");
-        if (f == NULL) {
-            collar_warn(STATS, "cannot open COLLAR_STATS_FILE '%s' for writing: %m; "
-                        "the report goes to stderr", path);
-        } else {
+        f = collar_open_output(path, 0, "COLLAR_STATS_FILE",
+                               "the report goes to stderr");
+        if (f != NULL) {
             int bad = fwrite(text, 1, len, f) != len;
             if (fclose(f) != 0 || bad) {
                 collar_warn(STATS, "cannot write the statistics report to '%s': %m", path);

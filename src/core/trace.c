@@ -173,9 +173,8 @@ void collar_trace_finalize(void)
     const uint64_t n = total < ring_cap ? total : ring_cap;
     char path[4096];
     collar_expand_pattern(collar_cfg.trace, trace_rank, path, sizeof(path));
-    FILE *f = fopen(path, "w");
+    FILE *f = collar_open_output(path, 0, "COLLAR_TRACE", "no trace");
     if (f == NULL) {
-        collar_warn(INIT, "COLLAR_TRACE: cannot write %s; no trace", path);
         free(ring);
         ring = NULL;
         return;

@@ -387,6 +387,11 @@ int collar_engine_set_algorithm(const char *name, size_t chunk)
         return -1;
     }
     collar_cfg.algorithm = (collar_alg_t)alg;
+    if (chunk != 0 && chunk < COLLAR_CHUNK_MIN) {
+        collar_warn(COLL, "collar_set_algorithm: chunk %zu is below the least "
+                    "chunk, 1K: raised to 1K", chunk);
+        chunk = COLLAR_CHUNK_MIN;
+    }
     collar_cfg.chunk_size = chunk;
     decide_paths();
     collar_debug(COLL, "algorithm set to %s, chunk %zu", name, chunk);
