@@ -265,8 +265,11 @@ static int pmix_store_complete(void)
     if (v == NULL || atoi(v + strlen("Open MPI v")) >= 5) {
         return 0;
     }
-    int provided = 0, collect = 0, async = 1;
-    if (PMPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
+    /* At the library's own level: Open MPI's MPI_T_init_thread sets the
+     * level MPI_Query_thread then answers. */
+    int level = MPI_THREAD_SINGLE, provided = 0, collect = 0, async = 1;
+    PMPI_Query_thread(&level);
+    if (PMPI_T_init_thread(level, &provided) != MPI_SUCCESS) {
         return 0;
     }
     const int known = mpit_bool("pmix_base_collect_data", &collect)
