@@ -432,6 +432,38 @@ void collar_comm_unref(collar_comm_t *state);
  * own traffic: collective, copies none of the user's attributes (no copy
  * callback runs), errors return (MPI_ERRORS_RETURN). */
 collar_status_t collar_comm_dup_private(MPI_Comm comm, MPI_Comm *out);
+/* ---------------------------------------------------------------- presence
+ * Whether collar is loaded on every process of MPI_COMM_WORLD, learnt
+ * through the launcher's key-value store with no message of collar's own
+ * (src/core/presence.c), so that no collective of collar's meets a process
+ * without it. */
+typedef enum {
+    COLLAR_PRESENCE_UNKNOWN,   /* no store answered: as if every process had it */
+    COLLAR_PRESENCE_ALL,
+    COLLAR_PRESENCE_PARTIAL    /* some process has no collar */
+} collar_presence_state_t;
+
+typedef struct {
+    collar_presence_state_t state;
+    const char *store;         /* "PMIx", "PMI-1"; NULL where none */
+    const char *why;           /* UNKNOWN: why */
+    int  lowest;               /* the lowest rank with collar */
+    int  missing;              /* how many ranks have none */
+    char ranks[192];           /* those ranks: "0,2-5" */
+    char hosts[192];           /* their hosts where known, else "" */
+} collar_presence_t;
+
+/* In MPI_Init, before the MPI library starts: put this process's key
+ * (PMI-1), or let the library's PMIx_Init put it (PMIx). */
+void collar_presence_announce(void);
+/* The PMIx_Init collar exports in front of the PMIx library's: runs it, and
+ * puts the key inside collar's MPI_Init (types: pmix_proc_t *,
+ * pmix_info_t []). */
+int collar_presence_pmix_init(void *proc, void *info, size_t ninfo);
+/* After the MPI library's MPI_Init, before any collective of collar's:
+ * every rank's key, read without communication. */
+void collar_presence_learn(int rank, int size, collar_presence_t *out);
+
 /* At MPI_Init, after the device backend is open (has_device: not none):
  * the attribute keys, and the node of every process of MPI_COMM_WORLD
  * (collective over MPI_COMM_WORLD, the only communication collar does

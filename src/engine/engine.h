@@ -58,6 +58,9 @@ static inline int collar_allreduce_straight(const void *sbuf, const void *rbuf)
 int collar_engine_init(int *argc, char ***argv);
 int collar_engine_init_thread(int *argc, char ***argv, int required,
                               int *provided);
+/* The PMIx_Init in front of the PMIx library's (src/interpose/pmix.c):
+ * the MPI library's own, plus collar's key inside MPI_Init. */
+int collar_engine_pmix_init(void *proc, void *info, size_t ninfo);
 /* collar stays off (built for another MPI library: src/interpose/abi.c). */
 void collar_engine_off(void);
 /* MPI_Finalize, before the library's: drain and free what collar holds. */

@@ -13,6 +13,8 @@
 #include "config.h"
 #include "engine_int.h"
 
+#include <dlfcn.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +96,49 @@ static void start_progress(int rank)
     }
 }
 
+/* What fixes a job where some ranks have no collar: the launcher's way to
+ * set LD_PRELOAD on every rank, with this library's path. */
+static void launcher_hint(char *out, size_t len)
+{
+    const char *preload = getenv("LD_PRELOAD");
+    Dl_info self;
+    const char *path = "/path/to/libcollar.so";
+    if (preload != NULL && strstr(preload, "collar") != NULL) {
+        path = preload;
+    } else if (dladdr((void *)collar_engine_pmix_init, &self) != 0
+               && self.dli_fname != NULL) {
+        path = self.dli_fname;
+    }
+    if (getenv("SLURM_STEP_ID") != NULL) {
+        snprintf(out, len, "srun --export=ALL,LD_PRELOAD=%s ...", path);
+    } else if (getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_NAMESPACE") != NULL) {
+        snprintf(out, len, "mpirun -x LD_PRELOAD=%s ...", path);
+    } else if (getenv("PMI_FD") != NULL) {
+        snprintf(out, len, "mpiexec -genv LD_PRELOAD %s ...", path);
+    } else {
+        snprintf(out, len, "LD_PRELOAD=%s in every rank's environment", path);
+    }
+}
+
+/*
+ * Some ranks run without collar (src/core/presence.c): collar makes no
+ * collective at all, on any rank that has it, and every call goes straight
+ * to the MPI library, which is always safe.  The lowest rank with collar
+ * says so once.
+ */
+static void stay_out(const collar_presence_t *p, int rank, int size)
+{
+    char hint[PATH_MAX + 64];
+    launcher_hint(hint, sizeof(hint));
+    collar_log_(rank == p->lowest ? COLLAR_LOG_WARN : COLLAR_LOG_DEBUG, COLLAR_SUB_INIT,
+                "collar is not loaded on %d of %d ranks (%s %s%s%s, seen through "
+                "the launcher's %s key-value store): collar stays out of the "
+                "way and every MPI call goes straight to the MPI library on "
+                "every rank; to run collar, load it on every rank: %s",
+                p->missing, size, p->missing == 1 ? "rank" : "ranks", p->ranks,
+                p->hosts[0] ? ", on " : "", p->hosts, p->store, hint);
+}
+
 static void collar_startup(void)
 {
     int rank = 0, size = 1;
@@ -108,6 +153,21 @@ static void collar_startup(void)
     }
     collar_config_load_quiet(rank != 0);
     collar_log_open(collar_cfg.log_file);
+    /* Before any collective of collar's: does every rank have collar? */
+    collar_presence_t presence;
+    collar_presence_learn(rank, size, &presence);
+    if (presence.state == COLLAR_PRESENCE_PARTIAL) {
+        stay_out(&presence, rank, size);
+        collar_paths.state = COLLAR_STATE_DISABLED;
+        return;
+    }
+    if (presence.state == COLLAR_PRESENCE_UNKNOWN) {
+        collar_debug(INIT, "cannot tell whether every rank has collar (%s); "
+                     "collar runs as if they all had", presence.why);
+    } else {
+        collar_debug(INIT, "collar is loaded on all %d ranks (the launcher's "
+                     "%s key-value store)", size, presence.store);
+    }
     if (collar_select_init() != COLLAR_OK) {
         collar_paths.state = COLLAR_STATE_DISABLED;
         collar_warn(INIT, "collar cannot start; every call passes through");
@@ -213,9 +273,25 @@ static int raise_thread_level(int required)
         (collar_device_kind_t)collar_config_env_choice("COLLAR_DEVICE"));
 }
 
+/* Before the MPI library starts: this process's key in the launcher's
+ * key-value store, for the other ranks to see that it has collar (not under
+ * COLLAR_DISABLE=1: such a rank makes no collective of collar's either). */
+static void announce(void)
+{
+    if (!disabled_by_env()) {
+        collar_presence_announce();
+    }
+}
+
+int collar_engine_pmix_init(void *proc, void *info, size_t ninfo)
+{
+    return collar_presence_pmix_init(proc, info, ninfo);
+}
+
 int collar_engine_init_thread(int *argc, char ***argv, int required,
                               int *provided)
 {
+    announce();
     const int level = raise_thread_level(required) ? MPI_THREAD_MULTIPLE
                                                    : required;
     int got = MPI_THREAD_SINGLE;
@@ -241,6 +317,7 @@ void collar_engine_off(void)
 int collar_engine_init(int *argc, char ***argv)
 {
     if (!raise_thread_level(MPI_THREAD_SINGLE)) {
+        announce();
         int rc = PMPI_Init(argc, argv);
         if (rc == MPI_SUCCESS) {
             collar_startup();
