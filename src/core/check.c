@@ -458,7 +458,21 @@ int collar_check_allreduce(MPI_Comm comm, const collar_check_call_t *call,
             rc = check_compare(ck);
         }
     }
+    /* A mismatch that every rank saw in a blocking call of its own: a
+     * barrier, so that every rank has said it before an error handler
+     * ends the job (where some rank's call was nonblocking, that rank makes
+     * no barrier). */
+    int mismatch = ck != NULL && rc != MPI_SUCCESS && ck->req == MPI_REQUEST_NULL;
+    for (int r = 0; mismatch && r < ck->size; r++) {
+        mismatch = ck->all[(size_t)r * NF + F_COLL] == 1;
+    }
     collar_check_free(ck);
+    if (mismatch) {
+        MPI_Request req = MPI_REQUEST_NULL;
+        if (PMPI_Ibarrier(comm, &req) == MPI_SUCCESS) {
+            check_wait(&req, progress);
+        }
+    }
     if (rc != MPI_SUCCESS) {
         PMPI_Comm_call_errhandler(comm, rc);
     }
