@@ -28,7 +28,8 @@
  * the v forms, receive buffers of non-root ranks) still the sentinel.
  * Collectives: allreduce, bcast, allgather, allgatherv, alltoall,
  * alltoallv, reduce_scatter, reduce_scatter_block, reduce, gather,
- * gatherv, scatter, scatterv; on MPI_COMM_WORLD and on a fresh duplicate.
+ * gatherv, scatter, scatterv; on MPI_COMM_WORLD, on a fresh duplicate and
+ * on a duplicate that had a blocking MPI_Allreduce first.
  * C is initialized before the pair rounds and stays inactive during them.
  *
  * MPICH 4.0 runs its persistent gathers at MPI_Gather_init (without any
@@ -42,7 +43,7 @@
  *
  * Usage: sem_persist [--thread single|multiple] [--colls LIST]
  *                    [--count N] [--rounds R] [--order mixed|same]
- *                    [--comms world,dup]
+ *                    [--comms world,dup,used]
  *   N: elements of the allreduces (default 32768; the others about N/16)
  *   R: rounds of each phase (default 10)
  *   same: every rank starts in rank 0's order (for comparison; the
@@ -597,30 +598,39 @@ int main(int argc, char **argv)
                "deliver nothing new after their first start (MPICH 4.0, "
                "without collar too): left out\n");
     }
-    MPI_Comm dup;
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    int ncolls = 0;
-    const char *comms = sc_arg(argc, argv, "--comms", "all");
-    for (int c = 0; c < 2; c++) {
-        if (!sc_list_has(comms, c == 0 ? "world" : "dup")) {
+    /* The communicators: MPI_COMM_WORLD, a fresh duplicate (its first
+     * collectives are the persistent ones), and a duplicate used by a
+     * blocking MPI_Allreduce first (where a layer may set up its own
+     * resources for the communicator). */
+    static const char *const comm_names[3] = { "world", "dup", "used" };
+    MPI_Comm comms[3] = { MPI_COMM_WORLD, MPI_COMM_NULL, MPI_COMM_NULL };
+    MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);
+    MPI_Comm_dup(MPI_COMM_WORLD, &comms[2]);
+    int one = 1, n = 0;
+    MPI_Allreduce(&one, &n, 1, MPI_INT, MPI_SUM, comms[2]);
+    tu_check(n == size, "blocking allreduce", "%d, want %d", n, size);
+    int nruns = 0;
+    const char *comm_list = sc_arg(argc, argv, "--comms", "all");
+    for (int c = 0; c < 3; c++) {
+        if (!sc_list_has(comm_list, comm_names[c])) {
             continue;
         }
-        const MPI_Comm comm = c == 0 ? MPI_COMM_WORLD : dup;
         for (int coll = 0; coll < NPCOLLS; coll++) {
             if (!sc_list_has(coll_list, pcoll_names[coll]) || library_broken(coll)) {
                 continue;
             }
-            run_coll(coll, comm, c == 0 ? "world" : "dup", rounds);
-            ncolls++;
+            run_coll(coll, comms[c], comm_names[c], rounds);
+            nruns++;
         }
-        sc_phase_begin("sync after %s", c == 0 ? "world" : "dup");
+        sc_phase_begin("sync after %s", comm_names[c]);
         sc_sync(MPI_COMM_WORLD);
         sc_phase_end();
     }
-    MPI_Comm_free(&dup);
+    MPI_Comm_free(&comms[1]);
+    MPI_Comm_free(&comms[2]);
     if (rank == 0) {
-        printf("sem_persist: %d collectives x 2 orders x %d rounds, %d ranks\n",
-               ncolls, rounds, size);
+        printf("sem_persist: %d collective x communicator pairs, %d rounds "
+               "of pairs and of triples each, %d ranks\n", nruns, rounds, size);
         fflush(stdout);
     }
     const int rc = tu_finish();
