@@ -35,7 +35,9 @@
 #           every part at every rank count in build/ (TEST_CUDAEMU_FULL=1;
 #           the README suite runs 2 and 3 ranks, 16 + 3 s), then MPI-4's
 #           persistent collectives over MPICH with the cuda backend
-#           (build-mpich-cuda/: collar and the emulation only)
+#           (build-mpich-cuda/: collar and the emulation only), and the
+#           semantics corpus there (mpi/semantics/sem_cudaemu.test, whose
+#           sem_persist needs MPICH's persistent collectives)
 #
 # Each stage prints a header and its time; a summary comes last.  Measured
 # on 2 cores from a fresh clone (nothing else running): deps 0-1 min, asan
@@ -254,13 +256,14 @@ fi
 # ------------------------------------------------------------ cudaemu-programs
 if wanted cudaemu-programs; then
     stage_begin "cudaemu-programs (the MPI test programs on the CUDA emulation)"
-    emu_tests="mpi/cudaemu_programs.test mpi/cudaemu_clients.test"
+    emu_tests="mpi/cudaemu_programs.test mpi/cudaemu_clients.test mpi/semantics/sem_cudaemu.test"
     # The README build (Open MPI 4.1): every part, every rank count.
     TEST_CUDAEMU_FULL=1 make -C build check TESTS="$emu_tests" \
         || { tail -300 build/tests/test-suite.log; false; }
     # MPI-4's persistent collectives (test_persist, the persistent and
     # large-count forms of test_colls, test_mix --lifetime's persistent
-    # allreduce, mpi4py 4's persistent calls, nccl.test's persistent part) need MPICH: a build with the
+    # allreduce, mpi4py 4's persistent calls, nccl.test's persistent part,
+    # the semantics corpus's sem_persist) need MPICH: a build with the
     # cuda backend, of collar, the emulation and the three programs only (the kernels compiled for one architecture: the
     # emulation runs their host build), and only those parts.
     rm -rf build-mpich-cuda
@@ -269,7 +272,9 @@ if wanted cudaemu-programs; then
         || { tail -40 build-mpich-cuda/config.log; false; }
     { make -C build-mpich-cuda/src -j"$jobs" &&
       make -C build-mpich-cuda/tests -j"$jobs" cudaemu mpi/test_colls mpi/test_persist mpi/test_mix \
-          mpi/test_nbstart mpi/test_iallreduce mpi/test_half gpu/test_device; } \
+          mpi/test_nbstart mpi/test_iallreduce mpi/test_half gpu/test_device \
+          mpi/semantics/sem_progress mpi/semantics/sem_persist mpi/semantics/sem_nbstart \
+          mpi/semantics/sem_examples; } \
         >build-mpich-cuda/make.out 2>&1 || { tail -60 build-mpich-cuda/make.out; false; }
     TEST_CUDAEMU_FULL=1 TEST_CUDAEMU_PARTS="forms mix persist" \
         make -C build-mpich-cuda/tests check TESTS="$emu_tests mpi/nccl.test" check_PROGRAMS= check_LTLIBRARIES= \
