@@ -308,8 +308,9 @@ static int kept_put(collar_comm_t *c, collar_sched_t *s,
 /*
  * The form of a call: collar's schedule on its own communicator
  * (FORM_SCHEDULE); or, for a reason, the MPI library's own collective of
- * the same form on host copies, on the application's communicator
- * (collar_colls_allreduce).
+ * the same form on host copies (collar_colls_allreduce: on collar's
+ * communicator where nothing else of collar's issues collectives there,
+ * else on the application's).
  *
  * MPI's progress rule by construction: once a nonblocking or persistent
  * start has returned, no other rank may depend on collar's code running
