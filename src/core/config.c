@@ -3,7 +3,7 @@
  *
  * ONE table holds every COLLAR_* variable: name, type, default, help text and
  * the field of collar_cfg it fills.  The same table feeds the parser, the
- * unknown-name check, collar-info and the README's reference.  Parsed once at
+ * unknown-name check, collar-info and docs/variables.md.  Parsed once at
  * MPI_Init; a value the user set is logged at info level; a bad value is one
  * warning naming the variable and the expected form, and the default stays.
  */
