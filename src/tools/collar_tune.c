@@ -12,7 +12,11 @@
  * Control flow: every decision (go on measuring, stop a candidate, refine a
  * crossover, stop at the time limit) is taken by rank 0 of the
  * communicator being tuned and broadcast, so that no rank ever leaves a
- * collective alone.  The other ranks only follow.
+ * collective alone.  The other ranks only follow.  collar-tune's own
+ * collectives (decisions, points, node keys, times) are PMPI_*, past
+ * collar: under the sim device every buffer counts as device memory, and
+ * the algorithm forced for the last measurement would take them, on some
+ * ranks and not on others.
  */
 #define _GNU_SOURCE
 #include "tune.h"
@@ -324,7 +328,7 @@ static int measure(MPI_Comm comm, size_t bytes, const cand_t *c, double best,
             decision = tune_batch_decision(&b);
             prev_median = b.median;
         }
-        MPI_Bcast(&decision, 1, MPI_INT, 0, comm);
+        PMPI_Bcast(&decision, 1, MPI_INT, 0, comm);
     }
     if (rank == 0 && n > 0) {
         tune_summarize(samples, n, decision, m);
@@ -370,7 +374,7 @@ static int measure_point(MPI_Comm comm, int ranks, point_t *p, const cand_t *pre
  * winners when deciding what follows). */
 static void bcast_point(point_t *p, MPI_Comm comm)
 {
-    MPI_Bcast(p, (int)sizeof(*p), MPI_BYTE, 0, comm);
+    PMPI_Bcast(p, (int)sizeof(*p), MPI_BYTE, 0, comm);
 }
 
 static int cmp_point(const void *a, const void *b)
@@ -398,7 +402,7 @@ static int remeasure(void *ctx, const cand_t *c, int round, meas_t *out)
 {
     repeat_ctx_t *r = ctx;
     repeat_cmd_t cmd = { .go = 1, .cand = *c };
-    MPI_Bcast(&cmd, (int)sizeof(cmd), MPI_BYTE, 0, r->comm);
+    PMPI_Bcast(&cmd, (int)sizeof(cmd), MPI_BYTE, 0, r->comm);
     work_total += work_of(r->bytes, 1);
     progress(r->ranks, r->bytes, c, round);
     int d = measure(r->comm, r->bytes, c, 0, 0, out);
@@ -422,11 +426,11 @@ static int repeat_point(MPI_Comm comm, int ranks, point_t *p, const cand_t *prev
         cmd.time_up = tune_settle_point(p, prev, opt.max_spread, opt.repeats,
                                         remeasure, &ctx) != 0;
         cmd.go = 0;
-        MPI_Bcast(&cmd, (int)sizeof(cmd), MPI_BYTE, 0, comm);
+        PMPI_Bcast(&cmd, (int)sizeof(cmd), MPI_BYTE, 0, comm);
         return cmd.time_up;
     }
     for (;;) {
-        MPI_Bcast(&cmd, (int)sizeof(cmd), MPI_BYTE, 0, comm);
+        PMPI_Bcast(&cmd, (int)sizeof(cmd), MPI_BYTE, 0, comm);
         if (!cmd.go) {
             return cmd.time_up;
         }
@@ -507,39 +511,47 @@ static void tune_ranks(MPI_Comm comm, tuned_t *t)
     }
 }
 
-/* The node shape of `comm` as collar sees it (src/core/comm.c): nodes are
- * ranks that share memory (MPI_COMM_TYPE_SHARED), cut into pseudo-nodes of
- * COLLAR_SIM_NODE_SIZE consecutive ranks of MPI_COMM_WORLD; shape->nodes 0
- * when the MPI library cannot say.  Collective over comm. */
-static void comm_shape(MPI_Comm comm, collar_select_key_t *shape)
+/* This process's node as collar sees it (src/core/comm.c): its lowest
+ * rank in MPI_COMM_WORLD among the ranks that share memory
+ * (MPI_COMM_TYPE_SHARED; -1 when the MPI library cannot say), and its
+ * pseudo-node of COLLAR_SIM_NODE_SIZE consecutive ranks.  Found once, by
+ * every rank of MPI_COMM_WORLD together (world_node_key), before any
+ * communicator is split off. */
+static long long node_key[2] = { -1, 0 };
+
+static void world_node_key(void)
 {
-    int size, wrank;
-    shape->nodes = shape->ppn_min = shape->ppn_max = 0;
-    MPI_Comm_size(comm, &size);
-    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm shared = MPI_COMM_NULL;
-    /* A node's key: its lowest rank in MPI_COMM_WORLD, and the pseudo-node. */
-    long long key[2] = { -1, 0 };
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wrank,
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank,
                             MPI_INFO_NULL, &shared) == MPI_SUCCESS) {
         int leader = -1;
-        if (MPI_Allreduce(&wrank, &leader, 1, MPI_INT, MPI_MIN, shared)
+        if (PMPI_Allreduce(&world_rank, &leader, 1, MPI_INT, MPI_MIN, shared)
             == MPI_SUCCESS) {
-            key[0] = leader;
+            node_key[0] = leader;
         }
         MPI_Comm_free(&shared);
     }
     if (collar_cfg.sim_node_size > 0) {
-        key[1] = wrank / collar_cfg.sim_node_size;
+        node_key[1] = world_rank / collar_cfg.sim_node_size;
     }
+}
+
+/* The node shape of `comm` from its ranks' node keys; shape->nodes 0 when
+ * the MPI library cannot say.  Collective over comm only: the ranks
+ * outside it wait elsewhere. */
+static void comm_shape(MPI_Comm comm, collar_select_key_t *shape)
+{
+    int size;
+    shape->nodes = shape->ppn_min = shape->ppn_max = 0;
+    MPI_Comm_size(comm, &size);
     long long *keys = malloc(2 * (size_t)size * sizeof(long long));
     int ok = keys != NULL, all = 0;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
     if (!all) {
         free(keys);
         return;
     }
-    MPI_Allgather(key, 2, MPI_LONG_LONG, keys, 2, MPI_LONG_LONG, comm);
+    PMPI_Allgather(node_key, 2, MPI_LONG_LONG, keys, 2, MPI_LONG_LONG, comm);
     int nodes = 0, ppn_min = size, ppn_max = 0;
     for (int i = 0; i < size; i++) {
         if (keys[2 * i] < 0) {
@@ -769,6 +781,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     /* The same configuration collar read (quietly: collar reported it). */
     collar_config_load_quiet(1);
+    world_node_key();
     if (!lib_active()) {
         fail("collar is not active in this process (COLLAR_DISABLE=1?): there "
              "is nothing to tune");
@@ -816,7 +829,7 @@ int main(int argc, char **argv)
                     "max_us,spread,round\n");
         }
     }
-    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    PMPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (!ok) {
         fail("%s", why);
     }
@@ -876,6 +889,8 @@ int main(int argc, char **argv)
                 tuned[ntuned].nodes = shape.nodes;
                 tune_ranks(comm, &tuned[ntuned]);
             }
+            /* Back to the rules in force for whatever else runs. */
+            select_candidate(&(cand_t){ COLLAR_ALG_AUTO, 0 });
             MPI_Comm_free(&comm);
         }
         ntuned++;
@@ -883,7 +898,7 @@ int main(int argc, char **argv)
          * barrier: they would take CPU from the ranks being measured. */
         idle_barrier();
         /* Rank 0 says whether to go on. */
-        MPI_Bcast(&time_up, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        PMPI_Bcast(&time_up, 1, MPI_INT, 0, MPI_COMM_WORLD);
         if (time_up) {
             break;
         }
