@@ -12,7 +12,11 @@
  * Control flow: every decision (go on measuring, stop a candidate, refine a
  * crossover, stop at the time limit) is taken by rank 0 of the
  * communicator being tuned and broadcast, so that no rank ever leaves a
- * collective alone.  The other ranks only follow.
+ * collective alone.  The other ranks only follow.  collar-tune's own
+ * collectives (decisions, points, node keys, times) are PMPI_*, past
+ * collar: under the sim device every buffer counts as device memory, and
+ * the algorithm forced for the last measurement would take them, on some
+ * ranks and not on others.
  */
 #define _GNU_SOURCE
 #include "tune.h"
@@ -44,6 +48,7 @@ int             progress_tty;
 double          work_total, work_done;
 tuned_t        *tuned;
 int             ntuned;
+int             fell_back[COLLAR_ALG_COUNT];
 
 static int      (*set_algorithm)(const char *name, size_t chunk);
 static const char *(*last_algorithm)(void);
@@ -55,6 +60,31 @@ static float   *sbuf, *rbuf;
  * NULL: host memory (malloc). */
 static const collar_device_t *buf_dev;
 static double   point_budget;            /* seconds per candidate and size */
+/* TUNE_TEST_NOISE=US, for tests only (docs/tune.md): rank 0 adds u x US
+ * microseconds to each repetition's time, u uniform in [0, 1) from the same
+ * fixed sequence in every measurement.  Candidates of like cost then stay
+ * within each other's noise (their medians move alike), with a spread
+ * near US / (2 x time + US) whatever the machine's own. */
+static double   test_noise;              /* seconds */
+static unsigned long long test_noise_state;
+
+static void test_noise_reset(void)
+{
+    test_noise_state = 0x9e3779b97f4a7c15ULL;
+}
+
+static double test_noise_add(void)
+{
+    if (test_noise <= 0) {
+        return 0;
+    }
+    /* xorshift64* */
+    test_noise_state ^= test_noise_state >> 12;
+    test_noise_state ^= test_noise_state << 25;
+    test_noise_state ^= test_noise_state >> 27;
+    double u = (double)((test_noise_state * 0x2545f4914f6cdd1dULL) >> 11) * 0x1.0p-53;
+    return test_noise * u;
+}
 
 /* --------------------------------------------------------------- messages */
 
@@ -242,14 +272,14 @@ static int measure(MPI_Comm comm, size_t bytes, const cand_t *c, double best,
     }
     memset(m, 0, sizeof(*m));
     m->cand = *c;
+    test_noise_reset();
     /* ipc and hier run only on communicators of one node or of several:
      * a candidate that fell back (alike on every rank) is not measured. */
     const char *ran = last_algorithm != NULL ? last_algorithm() : NULL;
     if (c->alg != COLLAR_ALG_AUTO && ran != NULL
         && strcmp(ran, collar_alg_name(c->alg)) != 0) {
-        static int said[COLLAR_ALG_COUNT];
-        if (world_rank == 0 && !said[c->alg]) {
-            said[c->alg] = 1;
+        if (world_rank == 0 && !fell_back[c->alg]) {
+            fell_back[c->alg] = 1;
             progress_clear();
             fprintf(stderr, PROG ": %s falls back to %s on %d ranks here (it "
                     "runs on %s): not measured where it falls back\n",
@@ -284,7 +314,7 @@ static int measure(MPI_Comm comm, size_t bytes, const cand_t *c, double best,
         PMPI_Allreduce(MPI_IN_PLACE, t, BATCH, MPI_DOUBLE, MPI_MAX, comm);
         if (rank == 0) {
             for (int i = 0; i < BATCH && n < MAX_REPS; i++) {
-                samples[n++] = t[i];
+                samples[n++] = t[i] + test_noise_add();
             }
             double sorted[MAX_REPS];
             memcpy(sorted, samples, (size_t)n * sizeof(double));
@@ -298,7 +328,7 @@ static int measure(MPI_Comm comm, size_t bytes, const cand_t *c, double best,
             decision = tune_batch_decision(&b);
             prev_median = b.median;
         }
-        MPI_Bcast(&decision, 1, MPI_INT, 0, comm);
+        PMPI_Bcast(&decision, 1, MPI_INT, 0, comm);
     }
     if (rank == 0 && n > 0) {
         tune_summarize(samples, n, decision, m);
@@ -319,7 +349,7 @@ static int measure_point(MPI_Comm comm, int ranks, point_t *p, const cand_t *pre
     double best = 0;
     int d = GO_ON;
     for (int i = 0; i < nc; i++) {
-        progress(ranks, p->bytes, &cs[i]);
+        progress(ranks, p->bytes, &cs[i], 0);
         meas_t *m = &p->meas[p->nmeas];
         d = measure(comm, p->bytes, &cs[i], best, prune, m);
         work_done += work_of(p->bytes, 1);
@@ -344,7 +374,7 @@ static int measure_point(MPI_Comm comm, int ranks, point_t *p, const cand_t *pre
  * winners when deciding what follows). */
 static void bcast_point(point_t *p, MPI_Comm comm)
 {
-    MPI_Bcast(p, (int)sizeof(*p), MPI_BYTE, 0, comm);
+    PMPI_Bcast(p, (int)sizeof(*p), MPI_BYTE, 0, comm);
 }
 
 static int cmp_point(const void *a, const void *b)
@@ -353,12 +383,69 @@ static int cmp_point(const void *a, const void *b)
     return (x->bytes > y->bytes) - (x->bytes < y->bytes);
 }
 
+/* What rank 0 tells the others while it repeats a point's measurements:
+ * measure this candidate again, or done (and whether the time limit came). */
+typedef struct {
+    int    go;
+    int    time_up;
+    cand_t cand;
+} repeat_cmd_t;
+
+typedef struct {
+    MPI_Comm comm;
+    int      ranks;
+    size_t   bytes;
+} repeat_ctx_t;
+
+/* tune_settle_point's measurement (rank 0): the others follow the command. */
+static int remeasure(void *ctx, const cand_t *c, int round, meas_t *out)
+{
+    repeat_ctx_t *r = ctx;
+    repeat_cmd_t cmd = { .go = 1, .cand = *c };
+    PMPI_Bcast(&cmd, (int)sizeof(cmd), MPI_BYTE, 0, r->comm);
+    work_total += work_of(r->bytes, 1);
+    progress(r->ranks, r->bytes, c, round);
+    int d = measure(r->comm, r->bytes, c, 0, 0, out);
+    work_done += work_of(r->bytes, 1);
+    if (d == STOP_TIME) {
+        return 1;
+    }
+    out->round = round;
+    csv_row(r->ranks, r->bytes, out);
+    return 0;
+}
+
+/* The winner and its contender measured again while the choice at p is in
+ * doubt (docs/tune.md, "Noise"); 1 when the time limit came meanwhile.
+ * Collective over comm. */
+static int repeat_point(MPI_Comm comm, int ranks, point_t *p, const cand_t *prev)
+{
+    repeat_cmd_t cmd = { 0 };
+    if (world_rank == 0) {
+        repeat_ctx_t ctx = { comm, ranks, p->bytes };
+        cmd.time_up = tune_settle_point(p, prev, opt.max_spread, opt.repeats,
+                                        remeasure, &ctx) != 0;
+        cmd.go = 0;
+        PMPI_Bcast(&cmd, (int)sizeof(cmd), MPI_BYTE, 0, comm);
+        return cmd.time_up;
+    }
+    for (;;) {
+        PMPI_Bcast(&cmd, (int)sizeof(cmd), MPI_BYTE, 0, comm);
+        if (!cmd.go) {
+            return cmd.time_up;
+        }
+        meas_t m;
+        measure(comm, p->bytes, &cmd.cand, 0, 0, &m);
+    }
+}
+
 /*
  * Measure the next point of t at `bytes` (collective over comm; prev: the
- * previous size's winner), share it with every rank and keep it.  A point
- * cut short by the time limit is not kept (the candidates it did not
- * measure might have won; the last winner covers the rest): returns NULL
- * then, else the point.
+ * previous size's winner), repeat it while its choice is in doubt, share it
+ * with every rank and keep it.  A point cut short by the time limit is not
+ * kept (the candidates it did not measure might have won; the last winner
+ * covers the rest): returns NULL then.  A point whose repeats the time
+ * limit cut short is kept as it stands, with time_up set.
  */
 static point_t *take_point(MPI_Comm comm, tuned_t *t, size_t bytes, int refined,
                            const cand_t *prev)
@@ -368,12 +455,15 @@ static point_t *take_point(MPI_Comm comm, tuned_t *t, size_t bytes, int refined,
     p->bytes = bytes;
     p->refined = refined;
     int d = measure_point(comm, t->ranks, p, prev, 1, 0);
+    int cut = d == STOP_TIME || repeat_point(comm, t->ranks, p, prev);
     bcast_point(p, comm);
-    if (d == STOP_TIME) {
+    if (cut) {
         time_up = 1;
         time_up_bytes = p->bytes;
         time_up_ranks = t->ranks;
-        return NULL;
+        if (d == STOP_TIME) {
+            return NULL;
+        }
     }
     report_point(t->ranks, p);
     t->npoints++;
@@ -389,7 +479,7 @@ static void tune_ranks(MPI_Comm comm, tuned_t *t)
     t->npoints = 0;
     for (;;) {
         point_t *p = take_point(comm, t, bytes / 4 * 4, 0, prev);
-        if (p == NULL) {
+        if (p == NULL || time_up) {
             break;
         }
         /* A crossover between this size and the previous grid size: measure
@@ -397,7 +487,8 @@ static void tune_ranks(MPI_Comm comm, tuned_t *t)
         size_t mid = last_grid != NULL ? tune_refine_size(last_grid, p) : 0;
         if (mid != 0 && t->npoints < MAX_POINTS) {
             work_total += work_of(mid, tune_candidates(&opt, mid, (cand_t[MAX_CANDS]){{0}}));
-            if (take_point(comm, t, mid, 1, &last_grid->meas[last_grid->winner].cand) == NULL) {
+            if (take_point(comm, t, mid, 1, &last_grid->meas[last_grid->winner].cand) == NULL
+                || time_up) {
                 break;
             }
         }
@@ -416,42 +507,51 @@ static void tune_ranks(MPI_Comm comm, tuned_t *t)
     qsort(t->points, (size_t)t->npoints, sizeof(point_t), cmp_point);
     if (world_rank == 0) {
         tune_smooth_winners(t);
+        tune_mark_noise(t, opt.max_spread);
     }
 }
 
-/* The node shape of `comm` as collar sees it (src/core/comm.c): nodes are
- * ranks that share memory (MPI_COMM_TYPE_SHARED), cut into pseudo-nodes of
- * COLLAR_SIM_NODE_SIZE consecutive ranks of MPI_COMM_WORLD; shape->nodes 0
- * when the MPI library cannot say.  Collective over comm. */
-static void comm_shape(MPI_Comm comm, collar_select_key_t *shape)
+/* This process's node as collar sees it (src/core/comm.c): its lowest
+ * rank in MPI_COMM_WORLD among the ranks that share memory
+ * (MPI_COMM_TYPE_SHARED; -1 when the MPI library cannot say), and its
+ * pseudo-node of COLLAR_SIM_NODE_SIZE consecutive ranks.  Found once, by
+ * every rank of MPI_COMM_WORLD together (world_node_key), before any
+ * communicator is split off. */
+static long long node_key[2] = { -1, 0 };
+
+static void world_node_key(void)
 {
-    int size, wrank;
-    shape->nodes = shape->ppn_min = shape->ppn_max = 0;
-    MPI_Comm_size(comm, &size);
-    MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm shared = MPI_COMM_NULL;
-    /* A node's key: its lowest rank in MPI_COMM_WORLD, and the pseudo-node. */
-    long long key[2] = { -1, 0 };
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, wrank,
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank,
                             MPI_INFO_NULL, &shared) == MPI_SUCCESS) {
         int leader = -1;
-        if (MPI_Allreduce(&wrank, &leader, 1, MPI_INT, MPI_MIN, shared)
+        if (PMPI_Allreduce(&world_rank, &leader, 1, MPI_INT, MPI_MIN, shared)
             == MPI_SUCCESS) {
-            key[0] = leader;
+            node_key[0] = leader;
         }
         MPI_Comm_free(&shared);
     }
     if (collar_cfg.sim_node_size > 0) {
-        key[1] = wrank / collar_cfg.sim_node_size;
+        node_key[1] = world_rank / collar_cfg.sim_node_size;
     }
+}
+
+/* The node shape of `comm` from its ranks' node keys; shape->nodes 0 when
+ * the MPI library cannot say.  Collective over comm only: the ranks
+ * outside it wait elsewhere. */
+static void comm_shape(MPI_Comm comm, collar_select_key_t *shape)
+{
+    int size;
+    shape->nodes = shape->ppn_min = shape->ppn_max = 0;
+    MPI_Comm_size(comm, &size);
     long long *keys = malloc(2 * (size_t)size * sizeof(long long));
     int ok = keys != NULL, all = 0;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
     if (!all) {
         free(keys);
         return;
     }
-    MPI_Allgather(key, 2, MPI_LONG_LONG, keys, 2, MPI_LONG_LONG, comm);
+    PMPI_Allgather(node_key, 2, MPI_LONG_LONG, keys, 2, MPI_LONG_LONG, comm);
     int nodes = 0, ppn_min = size, ppn_max = 0;
     for (int i = 0; i < size; i++) {
         if (keys[2 * i] < 0) {
@@ -620,10 +720,58 @@ static void default_ranks(void)
     opt.ranks[opt.nranks++] = world_size;
 }
 
+/* The candidates: the defaults (by memory kind and whether the MPI library
+ * takes device pointers) or --algorithms, checked. */
+static void choose_algorithms(int cuda_aware)
+{
+    if (!opt.alg_given) {
+        tune_default_algorithms(&opt, cuda_aware);
+    } else if (!opt.device && (opt.alg_on[COLLAR_ALG_IPC] || opt.alg_on[COLLAR_ALG_HIER]
+                               || opt.alg_on[COLLAR_ALG_NCCL])) {
+        bad_usage("--algorithms ipc, hier, nccl: device memory only (--memory device)");
+    } else if (opt.device && opt.alg_on[COLLAR_ALG_NATIVE] && !cuda_aware) {
+        bad_usage("--algorithms native: not eligible on device memory, the MPI "
+                  "library does not take device pointers (COLLAR_MPI_CUDA_AWARE)");
+    }
+}
+
+/* --list-candidates: the candidate list this command line considers, as
+ * the table's header writes it; without collar, and without MPI unless
+ * the MPI library must say whether it takes device pointers. */
+_Noreturn static void list_candidates(int argc, char **argv)
+{
+    collar_config_load_quiet(1);
+    int cuda_aware = 0;
+    if (opt.device && collar_cfg.mpi_cuda_aware == 0
+        && (!opt.alg_given || opt.alg_on[COLLAR_ALG_NATIVE])) {
+        int provided;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
+        mpi_up = 1;
+        MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    }
+    if (opt.device) {
+        cuda_aware = collar_mpi_cuda_aware();
+    }
+    choose_algorithms(cuda_aware);
+    if (is_lead()) {
+        char line[1024];
+        tune_format_candidates(&opt, line, sizeof(line));
+        printf("candidates: %s\n", line);
+    }
+    finish(0);
+}
+
 int main(int argc, char **argv)
 {
     parse_options(argc, argv);
+    if (opt.list_candidates) {
+        list_candidates(argc, argv);
+    }
     check_preloaded();
+    const char *tn = getenv("TUNE_TEST_NOISE");
+    if (tn != NULL && *tn) {
+        test_noise = atof(tn) * 1e-6;
+    }
 
     int provided;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
@@ -633,6 +781,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
     /* The same configuration collar read (quietly: collar reported it). */
     collar_config_load_quiet(1);
+    world_node_key();
     if (!lib_active()) {
         fail("collar is not active in this process (COLLAR_DISABLE=1?): there "
              "is nothing to tune");
@@ -649,25 +798,7 @@ int main(int argc, char **argv)
         fail("--memory host: under COLLAR_DEVICE=sim every buffer counts as "
              "device memory; tune host memory with COLLAR_DEVICE=none");
     }
-    int cuda_aware = collar_mpi_cuda_aware();
-    if (!opt.alg_given) {
-        opt.alg_on[COLLAR_ALG_NATIVE] = !opt.device || cuda_aware;
-        opt.alg_on[COLLAR_ALG_STAGED] = 1;
-        opt.alg_on[COLLAR_ALG_CHUNKED] = 1;
-        opt.alg_on[COLLAR_ALG_RING] = 1;
-        /* Whichever fits the communicators tuned: ipc on one node, hier
-         * across nodes (the other falls back and is not measured). */
-        opt.alg_on[COLLAR_ALG_IPC] = opt.device;
-        opt.alg_on[COLLAR_ALG_HIER] = opt.device;
-        /* Where NCCL can be loaded (it falls back, unmeasured, elsewhere). */
-        opt.alg_on[COLLAR_ALG_NCCL] = opt.device;
-    } else if (!opt.device && (opt.alg_on[COLLAR_ALG_IPC] || opt.alg_on[COLLAR_ALG_HIER]
-                               || opt.alg_on[COLLAR_ALG_NCCL])) {
-        bad_usage("--algorithms ipc, hier, nccl: device memory only (--memory device)");
-    } else if (opt.device && opt.alg_on[COLLAR_ALG_NATIVE] && !cuda_aware) {
-        bad_usage("--algorithms native: not eligible on device memory, the MPI "
-                  "library does not take device pointers (COLLAR_MPI_CUDA_AWARE)");
-    }
+    choose_algorithms(collar_mpi_cuda_aware());
     default_ranks();
     point_budget = opt.quick ? 0.2 : 1.0;
     progress_tty = world_rank == 0 && isatty(STDERR_FILENO);
@@ -695,10 +826,10 @@ int main(int argc, char **argv)
             snprintf(why, sizeof(why), "cannot write %s: %s", opt.csv, strerror(errno));
         } else {
             fprintf(csv_out, "ranks,bytes,algorithm,chunk,reps,median_us,min_us,"
-                    "max_us,spread\n");
+                    "max_us,spread,round\n");
         }
     }
-    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    PMPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (!ok) {
         fail("%s", why);
     }
@@ -758,6 +889,8 @@ int main(int argc, char **argv)
                 tuned[ntuned].nodes = shape.nodes;
                 tune_ranks(comm, &tuned[ntuned]);
             }
+            /* Back to the rules in force for whatever else runs. */
+            select_candidate(&(cand_t){ COLLAR_ALG_AUTO, 0 });
             MPI_Comm_free(&comm);
         }
         ntuned++;
@@ -765,7 +898,7 @@ int main(int argc, char **argv)
          * barrier: they would take CPU from the ranks being measured. */
         idle_barrier();
         /* Rank 0 says whether to go on. */
-        MPI_Bcast(&time_up, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        PMPI_Bcast(&time_up, 1, MPI_INT, 0, MPI_COMM_WORLD);
         if (time_up) {
             break;
         }
@@ -783,6 +916,7 @@ int main(int argc, char **argv)
             if (opt.plot) {
                 write_plot();
             }
+            warn_noise();
         }
     }
     if (csv_out) {

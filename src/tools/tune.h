@@ -38,6 +38,8 @@
 #define PRUNE_FACTOR     2.0    /* median > 2x the best so far: stop early */
 #define MIN_NOISE        0.03   /* a winner must beat the simpler by > 3% */
 #define SMOOTH_NOISE     0.05   /* a lone winner must beat its neighbours' by > 5% */
+#define MAX_SPREAD       0.15   /* --max-spread: a choice in doubt above it is repeated */
+#define REPEATS          2      /* --repeats: how many times at most */
 
 /* ---------------------------------------------------------------- options */
 
@@ -57,6 +59,10 @@ typedef struct {
     int         quick;
     size_t      compare[MAX_COMPARE]; /* --compare SIZES */
     int         ncompare;
+    double      max_spread;          /* --max-spread, a fraction */
+    int         repeats;             /* --repeats */
+    int         list_candidates;     /* --list-candidates */
+    const char *note;                /* --note */
 } opts_t;
 
 /* One candidate: an algorithm, and a chunk for chunked.  COLLAR_ALG_AUTO is
@@ -71,6 +77,7 @@ typedef struct {
     cand_t cand;
     int    reps;
     int    state;          /* MEAS_* */
+    int    round;          /* 0: the first measurement, k: the k-th repeat */
     double median, min, max, spread;  /* seconds; spread = IQR / median */
 } meas_t;
 
@@ -83,6 +90,10 @@ typedef struct {
     meas_t meas[MAX_CANDS];
     int    winner;         /* index into meas, -1: none */
     int    smoothed;       /* winner replaced by its neighbours' */
+    int    repeats;        /* times the winner and its contender were measured
+                            * again */
+    int    noisy;          /* the winner is within the noise of a contender,
+                            * spread above --max-spread: marked in the table */
 } point_t;
 
 typedef struct {
@@ -117,6 +128,8 @@ extern int      progress_tty;
 extern double   work_total, work_done;   /* for the progress estimate */
 extern tuned_t *tuned;
 extern int      ntuned;
+extern int      fell_back[COLLAR_ALG_COUNT]; /* candidates not measured: they
+                                              * fell back (rank 0) */
 
 /* Leave (MPI_Finalize if needed, free, exit). */
 _Noreturn void finish(int code);
@@ -163,9 +176,38 @@ int tune_batch_decision(const tune_batch_t *b);
 void tune_summarize(double *samples, int n, int decision, meas_t *m);
 /* The candidates at `bytes`: eligible algorithms, chunks below the size. */
 int tune_candidates(const opts_t *o, size_t bytes, cand_t *out);
+/* The algorithms considered when --algorithms is not given: on device
+ * memory staged, chunked, ring, ipc, hier, nccl, and native when the MPI
+ * library takes device pointers; on host memory native, staged, chunked,
+ * ring. */
+void tune_default_algorithms(opts_t *o, int cuda_aware);
+/* The candidate list of o, as the table's header and --list-candidates
+ * write it: "staged chunked ring ipc hier nccl; chunks 256K 1M 4M". */
+void tune_format_candidates(const opts_t *o, char *buf, size_t len);
 /* The winner of a point (index into p->meas, -1: none); prev is the
  * previous size's winner (NULL: none). */
 int tune_pick_winner(const point_t *p, const cand_t *prev);
+/* The fastest measured candidate other than the winner (-1: none). */
+int tune_runner_up(const point_t *p);
+/* The candidate that makes the choice at p doubtful (-1: none): the
+ * fastest other candidate that lies within the winner's noise, the larger
+ * of the two spreads, where that noise is above max_spread.  *noise gets
+ * it when not NULL. */
+int tune_contender(const point_t *p, double max_spread, double *noise);
+/* Whether the choice at p is in doubt: it has a contender. */
+int tune_in_doubt(const point_t *p, double max_spread, double *noise);
+/* Measure candidate c again into *out (round set by the caller); 0, or
+ * nonzero to stop repeating (the time limit: *out not to be used). */
+typedef int (*tune_remeasure_fn)(void *ctx, const cand_t *c, int round, meas_t *out);
+/* While the choice at p is in doubt, measure the winner and the contender
+ * again, up to max_repeats times; each keeps the measurement of the two
+ * with the smaller spread, and the winner is picked again.  Returns 0, or
+ * what the remeasure function returned to stop. */
+int tune_settle_point(point_t *p, const cand_t *prev, double max_spread,
+                      int max_repeats, tune_remeasure_fn fn, void *ctx);
+/* Mark the points whose final winner is in doubt (p->noisy); returns how
+ * many. */
+int tune_mark_noise(tuned_t *t, double max_spread);
 /* A size that reads well near g, inside (lo, hi]. */
 size_t tune_nice_size(double g, size_t lo, size_t hi);
 /* The size to measure between two grid points whose winners differ, to
@@ -182,11 +224,14 @@ int tune_make_ranges(const tuned_t *t, range_t *r);
 void fmt_cand(const cand_t *c, char *buf, size_t len);
 void fmt_duration(double s, char *buf, size_t len);
 double work_of(size_t bytes, int ncand);
-void progress(int ranks, size_t bytes, const cand_t *c);
+void progress(int ranks, size_t bytes, const cand_t *c, int round);
 void progress_clear(void);
 void csv_row(int ranks, size_t bytes, const meas_t *m);
 void report_point(int ranks, const point_t *p);
 void write_table(double elapsed);
+/* The warning naming the sizes whose choice is within the noise (none:
+ * nothing printed). */
+void warn_noise(void);
 void write_plot(void);
 
 #endif

@@ -8,6 +8,12 @@
  * a simpler algorithm (native < staged < chunked < ring < ipc < hier < nccl) by more than the
  * noise: the larger of the two spreads (interquartile range / median), at
  * least 3%.
+ * Doubt: where the winner and another candidate (a contender) lie within
+ * each other's noise and that noise is above --max-spread (15%), the
+ * choice is a coin toss: both are measured again, up to --repeats (2) more times, each keeping the
+ * measurement with the smaller spread (the machine's quieter moment), until
+ * the doubt goes; a choice still in doubt is marked in the table and named
+ * in a warning.
  * Crossovers: where the winners of two grid sizes differ, the geometric
  * midpoint is measured once (refinement), and the rule boundary is put at
  * a size that reads well between the two sizes that won differently.
@@ -127,6 +133,45 @@ int tune_candidates(const opts_t *o, size_t bytes, cand_t *out)
     return n;
 }
 
+void tune_default_algorithms(opts_t *o, int cuda_aware)
+{
+    memset(o->alg_on, 0, sizeof(o->alg_on));
+    o->alg_on[COLLAR_ALG_NATIVE] = !o->device || cuda_aware;
+    o->alg_on[COLLAR_ALG_STAGED] = 1;
+    o->alg_on[COLLAR_ALG_CHUNKED] = 1;
+    o->alg_on[COLLAR_ALG_RING] = 1;
+    /* Whichever fits the communicators tuned: ipc on one node, hier across
+     * nodes (the other falls back and is not measured). */
+    o->alg_on[COLLAR_ALG_IPC] = o->device;
+    o->alg_on[COLLAR_ALG_HIER] = o->device;
+    /* Where NCCL can be loaded (it falls back, unmeasured, elsewhere). */
+    o->alg_on[COLLAR_ALG_NCCL] = o->device;
+}
+
+void tune_format_candidates(const opts_t *o, char *buf, size_t len)
+{
+    /* The order of tune_candidates. */
+    static const collar_alg_t order[] = {
+        COLLAR_ALG_NATIVE, COLLAR_ALG_STAGED, COLLAR_ALG_CHUNKED, COLLAR_ALG_RING,
+        COLLAR_ALG_IPC, COLLAR_ALG_HIER, COLLAR_ALG_NCCL,
+    };
+    size_t n = 0;
+    int chunked = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < sizeof(order) / sizeof(order[0]) && n < len; k++) {
+        if (o->alg_on[order[k]]) {
+            n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? " " : "",
+                                  collar_alg_name(order[k]));
+            chunked |= tune_takes_chunk(order[k]);
+        }
+    }
+    for (int i = 0; chunked && i < o->nchunks && n < len; i++) {
+        char s[32];
+        collar_format_size(o->chunks[i], s, sizeof(s));
+        n += (size_t)snprintf(buf + n, len - n, "%s %s", i ? "" : "; chunks", s);
+    }
+}
+
 /*
  * The winner of a point (rank 0): the fastest candidate, unless a simpler
  * algorithm (native < staged < chunked < ring < ipc < hier < nccl) is within the noise of it: the
@@ -179,6 +224,87 @@ int tune_pick_winner(const point_t *p, const cand_t *prev)
         }
     }
     return best;
+}
+
+int tune_runner_up(const point_t *p)
+{
+    int r = -1;
+    for (int i = 0; i < p->nmeas; i++) {
+        const meas_t *m = &p->meas[i];
+        if (i != p->winner && m->state != MEAS_NONE && m->cand.alg != COLLAR_ALG_AUTO
+            && (r < 0 || m->median < p->meas[r].median)) {
+            r = i;
+        }
+    }
+    return r;
+}
+
+int tune_contender(const point_t *p, double max_spread, double *noise)
+{
+    if (p->winner < 0) {
+        return -1;
+    }
+    const meas_t *w = &p->meas[p->winner];
+    int c = -1;
+    double cn = 0;
+    for (int i = 0; i < p->nmeas; i++) {
+        const meas_t *m = &p->meas[i];
+        if (i == p->winner || m->state == MEAS_NONE || m->cand.alg == COLLAR_ALG_AUTO) {
+            continue;
+        }
+        double n = fmax(w->spread, m->spread);
+        double lo = fmin(w->median, m->median), hi = fmax(w->median, m->median);
+        if (n > max_spread && hi <= lo * (1 + n)
+            && (c < 0 || m->median < p->meas[c].median)) {
+            c = i;
+            cn = n;
+        }
+    }
+    if (c >= 0 && noise != NULL) {
+        *noise = cn;
+    }
+    return c;
+}
+
+int tune_in_doubt(const point_t *p, double max_spread, double *noise)
+{
+    return tune_contender(p, max_spread, noise) >= 0;
+}
+
+int tune_settle_point(point_t *p, const cand_t *prev, double max_spread,
+                      int max_repeats, tune_remeasure_fn fn, void *ctx)
+{
+    while (p->repeats < max_repeats && tune_in_doubt(p, max_spread, NULL)) {
+        int pair[2] = { p->winner, tune_contender(p, max_spread, NULL) };
+        p->repeats++;
+        for (int k = 0; k < 2; k++) {
+            meas_t m;
+            memset(&m, 0, sizeof(m));
+            int rc = fn(ctx, &p->meas[pair[k]].cand, p->repeats, &m);
+            if (rc != 0) {
+                return rc;
+            }
+            m.round = p->repeats;
+            /* The quieter of the two measurements stands for the
+             * candidate. */
+            if (m.state != MEAS_NONE && m.spread < p->meas[pair[k]].spread) {
+                p->meas[pair[k]] = m;
+            }
+        }
+        p->winner = tune_pick_winner(p, prev);
+    }
+    return 0;
+}
+
+int tune_mark_noise(tuned_t *t, double max_spread)
+{
+    int n = 0;
+    for (int i = 0; i < t->npoints; i++) {
+        point_t *p = &t->points[i];
+        p->noisy = tune_in_doubt(p, max_spread, NULL);
+        n += p->noisy;
+    }
+    return n;
 }
 
 /* A size that reads well: m x 2^j with m in {4,5,6,7} (a power of two or a

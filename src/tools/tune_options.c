@@ -72,9 +72,18 @@ static void usage(FILE *out)
         "                        incomplete\n"
         "  --quick               a coarser grid (x4 instead of x2) and smaller time\n"
         "                        budgets per point\n"
+        "  --max-spread PERCENT  the noise above which a choice within the noise is\n"
+        "                        measured again, then marked (default 15; spread =\n"
+        "                        interquartile range / median)\n"
+        "  --repeats N           how many more times at most (default 2; 0: never)\n"
+        "  --note TEXT           a line of your own in the table's header (e.g. how\n"
+        "                        to make it again)\n"
+        "  --list-candidates     print the candidate list these options consider,\n"
+        "                        as the table's header writes it, and exit (no\n"
+        "                        measurement, no collar needed)\n"
         "  --csv FILE            every measurement, one line each: ranks, bytes,\n"
         "                        algorithm, chunk, reps, median_us, min_us, max_us,\n"
-        "                        spread\n"
+        "                        spread, round (0, or the repeat)\n"
         "  --plot FILE           time per call against size for every candidate,\n"
         "                        log-log, with the chosen ranges marked (.png or\n"
         "                        .svg); needs gnuplot: %s%s\n"
@@ -89,8 +98,10 @@ static void usage(FILE *out)
         "candidate, repetitions until the median settles (within 5%%, at least 15),\n"
         "each timing the slowest rank; crossovers refined at the geometric\n"
         "midpoint; a winner must beat a simpler algorithm (native < staged <\n"
-        "chunked < ring) by more than the measured noise (at least 3%%).  Exit\n"
-        "status: 0 done, 1 cannot tune here, 2 bad option.\n",
+        "chunked < ring) by more than the measured noise (at least 3%%); where\n"
+        "the winner and another candidate stay within a noise above\n"
+        "--max-spread after --repeats, the table marks the choice and a warning\n"
+        "names the size.  Exit status: 0 done, 1 cannot tune here, 2 bad option.\n",
         LIBDIR, COLLAR_TUNINGDIR,
         gp ? "found at " : "not found on this system's PATH, so --plot\n"
                            "                        is refused",
@@ -243,6 +254,8 @@ void parse_options(int argc, char **argv)
     opt.min = 1024;
     opt.max = (size_t)64 << 20;
     opt.time_limit = 600;
+    opt.max_spread = MAX_SPREAD;
+    opt.repeats = REPEATS;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -259,6 +272,10 @@ void parse_options(int argc, char **argv)
         }
         if (strcmp(a, "--quick") == 0) {
             opt.quick = 1;
+            continue;
+        }
+        if (strcmp(a, "--list-candidates") == 0) {
+            opt.list_candidates = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {
@@ -278,6 +295,7 @@ void parse_options(int argc, char **argv)
         static const char *const with_value[] = {
             "--output", "--csv", "--plot", "--memory", "--ranks", "--min",
             "--max", "--algorithms", "--chunks", "--time-limit", "--compare",
+            "--max-spread", "--repeats", "--note",
         };
         int known = 0;
         for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++) {
@@ -343,9 +361,32 @@ void parse_options(int argc, char **argv)
         } else if (strcmp(name, "--compare") == 0) {
             opt.ncompare = 0;
             parse_list(name, val, add_compare);
+        } else if (strcmp(name, "--max-spread") == 0) {
+            char *end;
+            errno = 0;
+            double v = strtod(val, &end);
+            if (end != val && *end == '%') {
+                end++;
+            }
+            if (errno || end == val || *end || !(v > 0) || v > 1000) {
+                bad_usage("--max-spread expects a percentage above 0 (e.g. 15 or "
+                          "15%%), not '%s'", val);
+            }
+            opt.max_spread = v / 100;
+        } else if (strcmp(name, "--repeats") == 0) {
+            long v;
+            if (collar_parse_long(val, 0, 100, &v) != COLLAR_OK) {
+                bad_usage("--repeats expects a number from 0 to 100, not '%s'", val);
+            }
+            opt.repeats = (int)v;
+        } else if (strcmp(name, "--note") == 0) {
+            if (strchr(val, '\n') != NULL) {
+                bad_usage("--note expects one line");
+            }
+            opt.note = val;
         }
     }
-    if (opt.ncompare == 0 && opt.output == NULL) {
+    if (opt.ncompare == 0 && opt.output == NULL && !opt.list_candidates) {
         bad_usage("--output FILE is required (the table to write)");
     }
     if (opt.ncompare > 0 && (opt.output || opt.plot)) {

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+extern char **environ;
+
 /* ----------------------------------------------------------------- system */
 
 static void cpu_model(char *buf, size_t len)
@@ -95,7 +97,16 @@ void fmt_duration(double s, char *buf, size_t len)
     }
 }
 
+/* A measurement's median and spread: "120.3 us +-18%". */
+static void fmt_meas(const meas_t *m, char *buf, size_t len)
+{
+    snprintf(buf, len, "%.1f us +-%.0f%%", m->median * 1e6, 100 * m->spread);
+}
+
 /* ---------------------------------------------------------------- progress */
+
+/* The last size's result, shown on the terminal's progress line. */
+static char progress_last[160];
 
 double work_of(size_t bytes, int ncand)
 {
@@ -104,7 +115,7 @@ double work_of(size_t bytes, int ncand)
     return (double)ncand * ((double)bytes + 256.0 * 1024);
 }
 
-void progress(int ranks, size_t bytes, const cand_t *c)
+void progress(int ranks, size_t bytes, const cand_t *c, int round)
 {
     if (!progress_tty || world_rank != 0) {
         return;
@@ -124,8 +135,13 @@ void progress(int ranks, size_t bytes, const cand_t *c)
         }
         fmt_duration(rem, left, sizeof(left));
     }
-    fprintf(stderr, "\r\033[K" PROG ": %d ranks, %s, %s  %3.0f%%  ~%s left",
-            ranks, size, cand, 100 * frac, left);
+    char again[32] = "";
+    if (round > 0) {
+        snprintf(again, sizeof(again), " (repeat %d)", round);
+    }
+    fprintf(stderr, "\r\033[K" PROG ": %d ranks, %s, %s%s  %3.0f%%  ~%s left%s%s",
+            ranks, size, cand, again, 100 * frac, left,
+            progress_last[0] ? "  last: " : "", progress_last);
     fflush(stderr);
 }
 
@@ -144,27 +160,133 @@ void csv_row(int ranks, size_t bytes, const meas_t *m)
     if (csv_out == NULL || m->state == MEAS_NONE) {
         return;
     }
-    fprintf(csv_out, "%d,%zu,%s,%zu,%d,%.3f,%.3f,%.3f,%.4f\n", ranks, bytes,
+    fprintf(csv_out, "%d,%zu,%s,%zu,%d,%.3f,%.3f,%.3f,%.4f,%d\n", ranks, bytes,
             m->cand.alg == COLLAR_ALG_AUTO ? "auto" : collar_alg_name(m->cand.alg),
             m->cand.chunk, m->reps, m->median * 1e6, m->min * 1e6, m->max * 1e6,
-            m->spread);
+            m->spread, m->round);
     fflush(csv_out);
 }
 
 
-void report_point(int ranks, const point_t *p)
+/* The winner and the runner-up of a point with their spreads, the
+ * repeats, and the doubt: "staged 120.3 us +-18%; next chunked chunk=1M
+ * 118.9 us +-22%; repeated 2x; within noise" (of the runner-up, or "within
+ * noise of ipc 19390.2 us +-79%" where another candidate makes the doubt). */
+static void fmt_choice(const point_t *p, double max_spread, char *buf, size_t len)
 {
-    if (world_rank != 0 || progress_tty) {
+    if (p->winner < 0) {
+        snprintf(buf, len, "no result");
         return;
     }
-    char size[32], win[64] = "no result";
-    collar_format_bytes(p->bytes, size, sizeof(size));
-    if (p->winner >= 0) {
-        fmt_cand(&p->meas[p->winner].cand, win, sizeof(win));
+    char w[64], wm[48];
+    fmt_cand(&p->meas[p->winner].cand, w, sizeof(w));
+    fmt_meas(&p->meas[p->winner], wm, sizeof(wm));
+    size_t n = (size_t)snprintf(buf, len, "%s %s", w, wm);
+    int r = tune_runner_up(p);
+    if (r >= 0 && n < len) {
+        char u[64], um[48];
+        fmt_cand(&p->meas[r].cand, u, sizeof(u));
+        fmt_meas(&p->meas[r], um, sizeof(um));
+        n += (size_t)snprintf(buf + n, len - n, "; next %s %s", u, um);
     }
-    fprintf(stderr, PROG ": %d ranks, %s%s: %s (%.1f us)\n", ranks, size,
-            p->refined ? " (crossover)" : "", win,
-            p->winner >= 0 ? p->meas[p->winner].median * 1e6 : 0.0);
+    if (p->repeats > 0 && n < len) {
+        n += (size_t)snprintf(buf + n, len - n, "; repeated %dx", p->repeats);
+    }
+    int c = tune_contender(p, max_spread, NULL);
+    if (c >= 0 && n < len) {
+        n += (size_t)snprintf(buf + n, len - n, "; within noise");
+    }
+    if (c >= 0 && c != r && n < len) {
+        char u[64], um[48];
+        fmt_cand(&p->meas[c].cand, u, sizeof(u));
+        fmt_meas(&p->meas[c], um, sizeof(um));
+        snprintf(buf + n, len - n, " of %s %s", u, um);
+    }
+}
+
+/* The doubt at a marked point: "staged 120.3 us +-18%, chunked chunk=1M
+ * 118.9 us +-22% (repeated 2x)". */
+static void fmt_noise(const point_t *p, char *buf, size_t len)
+{
+    int r = tune_contender(p, opt.max_spread, NULL);
+    if (p->winner < 0 || r < 0) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    char w[64], wm[48], u[64], um[48], again[32] = "";
+    fmt_cand(&p->meas[p->winner].cand, w, sizeof(w));
+    fmt_meas(&p->meas[p->winner], wm, sizeof(wm));
+    fmt_cand(&p->meas[r].cand, u, sizeof(u));
+    fmt_meas(&p->meas[r], um, sizeof(um));
+    if (p->repeats > 0) {
+        snprintf(again, sizeof(again), " (repeated %dx)", p->repeats);
+    }
+    snprintf(buf, len, "%s %s, %s %s%s", w, wm, u, um, again);
+}
+
+void report_point(int ranks, const point_t *p)
+{
+    if (world_rank != 0) {
+        return;
+    }
+    char size[32], choice[320];
+    collar_format_bytes(p->bytes, size, sizeof(size));
+    fmt_choice(p, opt.max_spread, choice, sizeof(choice));
+    if (progress_tty) {
+        char w[64] = "no result";
+        if (p->winner >= 0) {
+            fmt_cand(&p->meas[p->winner].cand, w, sizeof(w));
+        }
+        snprintf(progress_last, sizeof(progress_last), "%s %s +-%.0f%%%s", size, w,
+                 p->winner >= 0 ? 100 * p->meas[p->winner].spread : 0.0,
+                 tune_in_doubt(p, opt.max_spread, NULL) ? " (within noise)" : "");
+        return;
+    }
+    fprintf(stderr, PROG ": %d ranks, %s%s: %s\n", ranks, size,
+            p->refined ? " (crossover)" : "", choice);
+}
+
+/* "2 ranks at 4K, 64K; 4 ranks at 1M": the sizes marked within noise;
+ * returns how many. */
+static int noisy_sizes(char *buf, size_t len)
+{
+    size_t n = 0;
+    int count = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < ntuned; k++) {
+        const tuned_t *t = &tuned[k];
+        int here = 0;
+        for (int i = 0; i < t->npoints && n < len; i++) {
+            if (!t->points[i].noisy) {
+                continue;
+            }
+            char s[32];
+            collar_format_size(t->points[i].bytes, s, sizeof(s));
+            if (here++ == 0) {
+                n += (size_t)snprintf(buf + n, len - n, "%s%d ranks at %s",
+                                      count ? "; " : "", t->ranks, s);
+            } else {
+                n += (size_t)snprintf(buf + n, len - n, ", %s", s);
+            }
+            count++;
+        }
+    }
+    return count;
+}
+
+void warn_noise(void)
+{
+    char list[2048];
+    int count = noisy_sizes(list, sizeof(list));
+    if (count == 0) {
+        return;
+    }
+    fprintf(stderr, PROG ": warning: %d choice%s within the noise (the winner "
+            "and another candidate within each other's spread, above %.0f%%, after up to %d "
+            "repeat%s): %s; the table marks %s '# within noise': measure again on "
+            "a quieter machine, or with more --repeats\n", count,
+            count == 1 ? "" : "s", 100 * opt.max_spread, opt.repeats,
+            opt.repeats == 1 ? "" : "s", list, count == 1 ? "it" : "them");
 }
 
 /* ------------------------------------------------------------ the table */
@@ -223,15 +345,63 @@ static void system_header(text_t *tx, const char *what)
     }
     tprintf(tx, "# MPI library: %s\n", mpi);
     if (collar_cfg.device == COLLAR_DEVICE_SIM && opt.device) {
-        char bw[32];
+        char bw[32], dbw[32];
         collar_format_size(collar_cfg.sim_bandwidth, bw, sizeof(bw));
+        collar_format_size(collar_cfg.sim_device_bandwidth, dbw, sizeof(dbw));
         tprintf(tx, "# This table models a GPU on collar's sim device (host memory "
-                "posing as device\n# memory, copy bandwidth %s/s, copy latency "
-                "%ld us modelled by COLLAR_SIM_BANDWIDTH\n# and COLLAR_SIM_LATENCY): "
-                "it was not measured on a GPU.\n",
-                collar_cfg.sim_bandwidth ? bw : "unlimited",
-                collar_cfg.sim_latency_us);
+                "posing as device\n# memory; modelled: host-device copies at %s%s, "
+                "%ld us each (COLLAR_SIM_BANDWIDTH,\n# COLLAR_SIM_LATENCY), device "
+                "memory at %s%s (COLLAR_SIM_DEVICE_BANDWIDTH)):\n# it was not "
+                "measured on a GPU.\n",
+                collar_cfg.sim_bandwidth ? bw : "memcpy speed",
+                collar_cfg.sim_bandwidth ? "/s" : "", collar_cfg.sim_latency_us,
+                collar_cfg.sim_device_bandwidth ? dbw : "memcpy speed",
+                collar_cfg.sim_device_bandwidth ? "/s" : "");
     }
+}
+
+/* A word as the shell reads it: quoted where it needs to be. */
+static void tprint_word(text_t *tx, const char *w)
+{
+    if (*w && strspn(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                     "0123456789-_=.,/:+@%") == strlen(w)) {
+        tprintf(tx, "%s", w);
+        return;
+    }
+    tprintf(tx, "'");
+    for (; *w; w++) {
+        if (*w == '\'') {
+            tprintf(tx, "'\\''");
+        } else {
+            tprintf(tx, "%c", *w);
+        }
+    }
+    tprintf(tx, "'");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "# environment: COLLAR_DEVICE=sim ...": every COLLAR_* variable set in
+ * rank 0's environment, sorted, as the shell reads them. */
+static void environment_line(text_t *tx)
+{
+    const char *vars[256];
+    int n = 0;
+    for (char **e = environ; e != NULL && *e != NULL && n < 256; e++) {
+        if (strncmp(*e, "COLLAR_", 7) == 0) {
+            vars[n++] = *e;
+        }
+    }
+    qsort(vars, (size_t)n, sizeof(vars[0]), cmp_str);
+    tprintf(tx, "# environment:");
+    for (int i = 0; i < n; i++) {
+        tprintf(tx, " ");
+        tprint_word(tx, vars[i]);
+    }
+    tprintf(tx, "%s\n", n ? "" : " no COLLAR_* variable set");
 }
 
 /* The whole table as text (rank 0). */
@@ -249,6 +419,33 @@ static void build_table(text_t *tx, double elapsed)
     tprintf(tx, "; memory: %s; sizes %s to %s (x%d grid); took %s\n",
             opt.device ? "device" : "host", mn, mx, opt.quick ? 4 : 2, tm);
     tprintf(tx, "# command: %s\n", cmdline ? cmdline : PROG);
+    environment_line(tx);
+    char cands[1024];
+    tune_format_candidates(&opt, cands, sizeof(cands));
+    tprintf(tx, "# candidates: %s\n", cands);
+    int nfell = 0;
+    for (int a = 0; a < COLLAR_ALG_COUNT; a++) {
+        if (fell_back[a]) {
+            tprintf(tx, "%s%s", nfell++ ? ", " : "# not measured (they fell back to "
+                    "another algorithm here): ", collar_alg_name((collar_alg_t)a));
+        }
+    }
+    if (nfell) {
+        tprintf(tx, "\n");
+    }
+    tprintf(tx, "# method: %d warm-up call%s, then batches of %d repetitions (each the "
+            "slowest rank's\n# time) until the median moves by at most %.0f%% "
+            "(at least %d), or %.1f s or %d\n# repetitions per candidate.\n",
+            opt.quick ? 1 : 2, opt.quick ? "" : "s", BATCH, 100 * SETTLE, SETTLE_REPS,
+            opt.quick ? 0.2 : 1.0, MAX_REPS);
+    tprintf(tx, "# spread (+-N%%): interquartile range / median of a candidate's "
+            "repetitions; where\n# the winner and another candidate lie within a "
+            "spread above %.0f%%, both are\n# measured again, up to %d time%s, and a "
+            "choice still within it is marked\n# \"within noise\".\n",
+            100 * opt.max_spread, opt.repeats, opt.repeats == 1 ? "" : "s");
+    if (opt.note != NULL) {
+        tprintf(tx, "# %s\n", opt.note);
+    }
     if (time_up) {
         char b[32];
         collar_format_size(time_up_bytes, b, sizeof(b));
@@ -309,8 +506,8 @@ static void build_table(text_t *tx, double elapsed)
         if (t->nodes > 0) {
             tprintf(tx, " on %d node%s", t->nodes, t->nodes == 1 ? "" : "s");
         }
-        tprintf(tx, ": measured median time per call at each size (us), the "
-                "winner first\n");
+        tprintf(tx, ": measured median time per call at each size (us) "
+                "+- spread, the winner first\n");
         for (int i = 0; i < t->npoints; i++) {
             const point_t *p = &t->points[i];
             if (p->winner < 0) {
@@ -319,7 +516,7 @@ static void build_table(text_t *tx, double elapsed)
             char s[32], w[64];
             collar_format_size(p->bytes, s, sizeof(s));
             fmt_cand(&p->meas[p->winner].cand, w, sizeof(w));
-            tprintf(tx, "#   %-6s %s %.1f (spread %.0f%%)", s, w,
+            tprintf(tx, "#   %-6s %s %.1f +-%.0f%%", s, w,
                     p->meas[p->winner].median * 1e6,
                     100 * p->meas[p->winner].spread);
             for (int m = 0; m < p->nmeas; m++) {
@@ -327,11 +524,17 @@ static void build_table(text_t *tx, double elapsed)
                     continue;
                 }
                 fmt_cand(&p->meas[m].cand, w, sizeof(w));
-                tprintf(tx, "; %s %.1f%s", w, p->meas[m].median * 1e6,
+                tprintf(tx, "; %s %.1f +-%.0f%%%s", w, p->meas[m].median * 1e6,
+                        100 * p->meas[m].spread,
                         p->meas[m].state == MEAS_PRUNED ? " (stopped early)" : "");
             }
-            tprintf(tx, "%s%s\n", p->refined ? " [crossover]" : "",
-                    p->smoothed ? " [as its neighbours: within noise]" : "");
+            char again[32] = "";
+            if (p->repeats > 0) {
+                snprintf(again, sizeof(again), " [repeated %dx]", p->repeats);
+            }
+            tprintf(tx, "%s%s%s%s\n", p->refined ? " [crossover]" : "",
+                    p->smoothed ? " [as its neighbours: within noise]" : "", again,
+                    p->noisy ? " [within noise]" : "");
         }
         tprintf(tx, "# collective memory ranks bytes %salgorithm options\n",
                 shaped ? "nodes " : "");
@@ -353,6 +556,16 @@ static void build_table(text_t *tx, double elapsed)
                 snprintf(span, sizeof(span), "measured at %s", a);
             } else {
                 snprintf(span, sizeof(span), "measured %s to %s", a, b);
+            }
+            for (int k = 0; k < t->npoints; k++) {
+                const point_t *p = &t->points[k];
+                if (!p->noisy || p->bytes < ranges[i].first || p->bytes > ranges[i].last) {
+                    continue;
+                }
+                char at[32], choice[320];
+                collar_format_size(p->bytes, at, sizeof(at));
+                fmt_noise(p, choice, sizeof(choice));
+                tprintf(tx, "# within noise at %s: %s\n", at, choice);
             }
             tprintf(tx, "allreduce %s %s %s-%s%s %s%s  # %s\n",
                     opt.device ? "device" : "host", rr, lo, hi, shape,

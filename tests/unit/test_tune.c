@@ -230,6 +230,205 @@ static void test_smooth(void)
     free(t);
 }
 
+/* ---------------------------------------------------------- doubt */
+
+/* A fake measurement for tune_settle_point: every call returns the next
+ * of `answers` for the candidate asked (by algorithm), and counts. */
+typedef struct {
+    int    calls;
+    int    stop_at;             /* call number that says "time limit" (0: none) */
+    double median[COLLAR_ALG_COUNT][4];   /* per algorithm, per round */
+    double spread[COLLAR_ALG_COUNT][4];
+    int    asked[COLLAR_ALG_COUNT];
+} fake_t;
+
+static int fake_measure(void *ctx, const cand_t *c, int round, meas_t *out)
+{
+    fake_t *f = ctx;
+    f->calls++;
+    if (f->stop_at && f->calls == f->stop_at) {
+        return 1;
+    }
+    f->asked[c->alg]++;
+    out->cand = *c;
+    out->reps = 20;
+    out->state = MEAS_DONE;
+    out->median = f->median[c->alg][round];
+    out->spread = f->spread[c->alg][round];
+    out->min = out->max = out->median;
+    return 0;
+}
+
+static void test_runner_up(void)
+{
+    point_t p = point(64 * K);
+    add(&p, NATIVE, 100e-6, 0.01);
+    add(&p, STAGED, 90e-6, 0.01);
+    add(&p, CHUNK1M, 95e-6, 0.01);
+    p.winner = 1;
+    UNIT_CHECK(tune_runner_up(&p) == 2, "runner-up: the fastest but the winner");
+    p.winner = 0;   /* native, simpler, picked within the noise */
+    UNIT_CHECK(tune_runner_up(&p) == 1, "runner-up of a slower winner: the fastest");
+    p.meas[1].state = MEAS_NONE;
+    UNIT_CHECK(tune_runner_up(&p) == 2, "unmeasured: never the runner-up");
+    point_t one = point(64 * K);
+    add(&one, STAGED, 90e-6, 0.01);
+    one.winner = 0;
+    UNIT_CHECK(tune_runner_up(&one) == -1, "one candidate: no runner-up");
+    UNIT_CHECK(!tune_in_doubt(&one, MAX_SPREAD, NULL), "one candidate: no doubt");
+
+    /* The runner-up is clear of the winner, but a third candidate, slower
+     * and very noisy, lies within the noise: it is the contender. */
+    point_t q = point(16 * M);
+    add(&q, CHUNK4M, 11.1e-3, 0.16);
+    add(&q, CHUNK1M, 13.2e-3, 0.08);
+    add(&q, STAGED, 36e-3, 0.22);
+    add(&q, (cand_t){ COLLAR_ALG_IPC, 0 }, 19.4e-3, 0.79);
+    q.winner = 0;
+    double noise = 0;
+    UNIT_CHECK(tune_runner_up(&q) == 1, "runner-up: chunked 1M");
+    UNIT_CHECK(tune_contender(&q, MAX_SPREAD, &noise) == 3 && noise == 0.79,
+               "contender: ipc +-79%% (noise %g)", noise);
+    q.meas[3].spread = 0.5;
+    UNIT_CHECK(tune_contender(&q, MAX_SPREAD, NULL) == -1, "ipc 75%% slower, +-50%%: clear");
+}
+
+static void test_doubt(void)
+{
+    /* staged 120.3 us +-18%, chunked 118.9 us +-22%: within the noise, and
+     * the noise above 15%: in doubt. */
+    point_t p = point(2 * M);
+    add(&p, STAGED, 120.3e-6, 0.18);
+    add(&p, CHUNK1M, 118.9e-6, 0.22);
+    p.winner = tune_pick_winner(&p, NULL);
+    double noise = 0;
+    UNIT_CHECK(tune_same_cand(winner(&p), &STAGED), "staged, simpler, within the noise");
+    UNIT_CHECK(tune_in_doubt(&p, 0.15, &noise) && fabs(noise - 0.22) < 1e-12,
+               "18%% and 22%% spreads, 1%% apart: in doubt (noise %g)", noise);
+    /* A bound above the noise: close, but as close as the machine measures. */
+    UNIT_CHECK(!tune_in_doubt(&p, 0.25, NULL), "spread below --max-spread: no doubt");
+    /* Noisy but far apart: the choice is clear. */
+    p.meas[1].median = 300e-6;
+    p.winner = tune_pick_winner(&p, NULL);
+    UNIT_CHECK(!tune_in_doubt(&p, 0.15, NULL), "2.5x apart with 22%% spread: clear");
+    /* Clean and close: both as good. */
+    point_t q = point(2 * M);
+    add(&q, STAGED, 100e-6, 0.02);
+    add(&q, CHUNK1M, 101e-6, 0.02);
+    q.winner = tune_pick_winner(&q, NULL);
+    UNIT_CHECK(!tune_in_doubt(&q, 0.15, NULL), "1%% apart with 2%% spreads: no doubt");
+}
+
+static void test_settle(void)
+{
+    /* Noisy inputs that stay noisy: repeated twice (winner and runner-up
+     * each time), then marked. */
+    fake_t f;
+    memset(&f, 0, sizeof(f));
+    for (int r = 0; r < 4; r++) {
+        f.median[COLLAR_ALG_STAGED][r] = 120e-6;
+        f.spread[COLLAR_ALG_STAGED][r] = 0.30;
+        f.median[COLLAR_ALG_CHUNKED][r] = 118e-6;
+        f.spread[COLLAR_ALG_CHUNKED][r] = 0.25;
+    }
+    tuned_t *t = calloc(1, sizeof(*t));
+    if (t == NULL) {
+        UNIT_CHECK(0, "out of memory");
+        return;
+    }
+    point_t *p = &t->points[0];
+    *p = point(2 * M);
+    add(p, STAGED, 120.3e-6, 0.18);
+    add(p, CHUNK1M, 118.9e-6, 0.22);
+    add(p, CHUNK4M, 400e-6, 0.01);
+    p->winner = tune_pick_winner(p, NULL);
+    t->npoints = 1;
+    int rc = tune_settle_point(p, NULL, MAX_SPREAD, REPEATS, fake_measure, &f);
+    UNIT_CHECK(rc == 0 && p->repeats == REPEATS && f.calls == 2 * REPEATS,
+               "noisy: %d repeats, %d measurements", p->repeats, f.calls);
+    UNIT_CHECK(f.asked[COLLAR_ALG_STAGED] == REPEATS && f.asked[COLLAR_ALG_CHUNKED] == REPEATS,
+               "the winner and the runner-up measured again, not the others");
+    /* The repeats were noisier (30%, 25%): the first measurements stand. */
+    UNIT_CHECK(p->meas[0].round == 0 && p->meas[0].spread == 0.18
+               && p->meas[1].round == 0, "the quieter measurement kept");
+    UNIT_CHECK(tune_mark_noise(t, MAX_SPREAD) == 1 && p->noisy, "marked within noise");
+
+    /* A repeat that comes out quieter and clear: one repeat, not marked. */
+    memset(&f, 0, sizeof(f));
+    f.median[COLLAR_ALG_STAGED][1] = 150e-6;
+    f.spread[COLLAR_ALG_STAGED][1] = 0.03;
+    f.median[COLLAR_ALG_CHUNKED][1] = 100e-6;
+    f.spread[COLLAR_ALG_CHUNKED][1] = 0.04;
+    *p = point(2 * M);
+    add(p, STAGED, 120.3e-6, 0.18);
+    add(p, CHUNK1M, 118.9e-6, 0.22);
+    p->winner = tune_pick_winner(p, NULL);
+    rc = tune_settle_point(p, NULL, MAX_SPREAD, REPEATS, fake_measure, &f);
+    UNIT_CHECK(rc == 0 && p->repeats == 1 && f.calls == 2, "quiet repeat: %d repeats",
+               p->repeats);
+    UNIT_CHECK(tune_same_cand(winner(p), &CHUNK1M) && p->meas[1].round == 1,
+               "the quieter measurement decides: chunked");
+    UNIT_CHECK(tune_mark_noise(t, MAX_SPREAD) == 0 && !p->noisy, "not marked");
+
+    /* Clean inputs: no repeat, no mark. */
+    memset(&f, 0, sizeof(f));
+    *p = point(2 * M);
+    add(p, STAGED, 150e-6, 0.02);
+    add(p, CHUNK1M, 100e-6, 0.03);
+    p->winner = tune_pick_winner(p, NULL);
+    rc = tune_settle_point(p, NULL, MAX_SPREAD, REPEATS, fake_measure, &f);
+    UNIT_CHECK(rc == 0 && p->repeats == 0 && f.calls == 0, "clean: not repeated");
+    UNIT_CHECK(tune_mark_noise(t, MAX_SPREAD) == 0, "clean: not marked");
+
+    /* --repeats 0: marked at once. */
+    *p = point(2 * M);
+    add(p, STAGED, 120.3e-6, 0.18);
+    add(p, CHUNK1M, 118.9e-6, 0.22);
+    p->winner = tune_pick_winner(p, NULL);
+    rc = tune_settle_point(p, NULL, MAX_SPREAD, 0, fake_measure, &f);
+    UNIT_CHECK(rc == 0 && f.calls == 0 && tune_mark_noise(t, MAX_SPREAD) == 1,
+               "--repeats 0: no repeat, marked");
+
+    /* The time limit during a repeat: stop there, the point as it stood. */
+    memset(&f, 0, sizeof(f));
+    f.stop_at = 2;
+    f.median[COLLAR_ALG_STAGED][1] = f.median[COLLAR_ALG_CHUNKED][1] = 120e-6;
+    f.spread[COLLAR_ALG_STAGED][1] = f.spread[COLLAR_ALG_CHUNKED][1] = 0.30;
+    rc = tune_settle_point(p, NULL, MAX_SPREAD, REPEATS, fake_measure, &f);
+    UNIT_CHECK(rc == 1 && f.calls == 2 && p->meas[0].spread == 0.18,
+               "time limit: stopped (rc %d, %d calls)", rc, f.calls);
+    free(t);
+}
+
+static void test_candidate_list(void)
+{
+    opts_t o;
+    memset(&o, 0, sizeof(o));
+    o.device = 1;
+    o.chunks[0] = 256 * K;
+    o.chunks[1] = 1 * M;
+    o.chunks[2] = 4 * M;
+    o.nchunks = 3;
+    char buf[256];
+    tune_default_algorithms(&o, 0);
+    tune_format_candidates(&o, buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "staged chunked ring ipc hier nccl; chunks 256K 1M 4M") == 0,
+               "device memory: '%s'", buf);
+    tune_default_algorithms(&o, 1);
+    tune_format_candidates(&o, buf, sizeof(buf));
+    UNIT_CHECK(strncmp(buf, "native staged ", 14) == 0, "CUDA-aware MPI: '%s'", buf);
+    o.device = 0;
+    tune_default_algorithms(&o, 0);
+    tune_format_candidates(&o, buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "native staged chunked ring; chunks 256K 1M 4M") == 0,
+               "host memory: '%s'", buf);
+    memset(o.alg_on, 0, sizeof(o.alg_on));
+    o.alg_on[COLLAR_ALG_STAGED] = o.alg_on[COLLAR_ALG_IPC] = 1;
+    tune_format_candidates(&o, buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "staged ipc") == 0, "no chunks without chunked or ring: '%s'",
+               buf);
+}
+
 /* ----------------------------------------------------------- crossovers */
 
 static void test_nice_size(void)
@@ -317,6 +516,10 @@ int main(void)
     test_candidates();
     test_pick_winner();
     test_smooth();
+    test_runner_up();
+    test_doubt();
+    test_settle();
+    test_candidate_list();
     test_nice_size();
     test_refine();
     test_ranges();
