@@ -614,8 +614,8 @@ static void ipc_registered(collar_sched_t *s, ipc_region_t *g, collar_alg_t alg)
                         collar_alg_name(alg), alg == COLLAR_ALG_HIER ? "node" : "rank");
         }
     } else {
-        collar_debug(COLL, "ipc: %d ranks share %zu bytes of IPC memory each",
-                     g->n, 2 * g->cap);
+        collar_debug(COLL, "ipc: %d rank%s, %zu bytes of IPC memory each",
+                     g->n, collar_plural(g->n), 2 * g->cap);
     }
     free(g->cards);
     g->cards = NULL;

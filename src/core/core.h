@@ -78,6 +78,17 @@ void collar_expand_pattern(const char *pattern, int rank, char *out,
 /* 1 the first time `key` is seen in this process, 0 afterwards. */
 int collar_log_first(const char *key);
 
+/* Words in messages: "s" where n is not 1 ("%d rank%s"), and the article
+ * of a word ("%s %s rule": "an ipc rule", "a staged rule"). */
+static inline const char *collar_plural(long n)
+{
+    return n == 1 ? "" : "s";
+}
+const char *collar_article(const char *word);
+/* The same for a number as it is read ("an 8-rank", "an 11-rank", "a
+ * 2-rank communicator"). */
+const char *collar_article_n(long n);
+
 #define collar_log_enabled(level, sub)                                        \
     ((level) <= collar_log_level && ((sub) & collar_log_subsys))
 

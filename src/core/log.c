@@ -224,6 +224,26 @@ void collar_log_write(collar_log_level_t level, unsigned subsys,
     pthread_mutex_unlock(&log_lock);
 }
 
+const char *collar_article(const char *word)
+{
+    return word != NULL && word[0] != '\0' && strchr("aeiouAEIOU", word[0]) != NULL
+           ? "an" : "a";
+}
+
+const char *collar_article_n(long n)
+{
+    /* The group of digits read first: "eight", "eleven", "eighteen",
+     * "eighty-", "eight hundred" begin with a vowel. */
+    if (n < 0) {
+        return "a";
+    }
+    while (n >= 1000) {
+        n /= 1000;
+    }
+    return n == 8 || n == 11 || n == 18 || (n >= 80 && n <= 89)
+           || (n >= 800 && n <= 899) ? "an" : "a";
+}
+
 /*
  * A small set of keys already logged, for "say it once" messages.  Keys are
  * hashed; once the table is three quarters full, new keys are reported as

@@ -165,8 +165,9 @@ static void collar_startup(void)
         collar_debug(INIT, "cannot tell whether every rank has collar (%s); "
                      "collar runs as if they all had", presence.why);
     } else {
-        collar_debug(INIT, "collar is loaded on all %d ranks (the launcher's "
-                     "%s key-value store)", size, presence.store);
+        collar_debug(INIT, "collar is loaded on %s%d rank%s (the launcher's "
+                     "%s key-value store)", size > 1 ? "all " : "", size,
+                     collar_plural(size), presence.store);
     }
     if (collar_select_init() != COLLAR_OK) {
         collar_paths.state = COLLAR_STATE_DISABLED;
@@ -210,8 +211,9 @@ static void collar_startup(void)
     collar_paths.state = COLLAR_STATE_ACTIVE;
     collar_colls_start(collar_engine.dev, collar_engine.mpi_cuda_aware);
     if (rank == 0) {
-        collar_info(INIT, "collar %s active: %d ranks, device %s, algorithm %s, "
-                    "MPI %s device pointers", PACKAGE_VERSION, size, collar_engine.dev->name,
+        collar_info(INIT, "collar %s active: %d rank%s, device %s, algorithm %s, "
+                    "MPI %s device pointers", PACKAGE_VERSION, size,
+                    collar_plural(size), collar_engine.dev->name,
                     collar_alg_name(collar_cfg.algorithm),
                     collar_engine.mpi_cuda_aware ? "takes" : "does not take");
     }

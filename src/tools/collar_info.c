@@ -107,9 +107,10 @@ static int check_table(const char *path)
         const collar_rule_t *r = &table.rules[i];
         if (r->chunk != 0 && r->alg != COLLAR_ALG_CHUNKED
             && r->alg != COLLAR_ALG_RING) {
-            fprintf(stderr, "%s:%d: warning: chunk= has no effect on a %s rule "
+            fprintf(stderr, "%s:%d: warning: chunk= has no effect on %s %s rule "
                     "(only chunked and ring cut messages into chunks)\n", path,
-                    r->line, collar_alg_name(r->alg));
+                    r->line, collar_article(collar_alg_name(r->alg)),
+                    collar_alg_name(r->alg));
         }
         if (collar_rule_shaped(r)) {
             /* Valid but dead: no communicator of its ranks has its shape
@@ -126,13 +127,15 @@ static int check_table(const char *path)
         }
         if (r->gdrcopy != 0 && r->alg != COLLAR_ALG_STAGED
             && r->alg != COLLAR_ALG_CHUNKED) {
-            fprintf(stderr, "%s:%d: warning: gdrcopy= has no effect on a %s "
+            fprintf(stderr, "%s:%d: warning: gdrcopy= has no effect on %s %s "
                     "rule (only staged and chunked copy through GDRCopy)\n",
-                    path, r->line, collar_alg_name(r->alg));
+                    path, r->line, collar_article(collar_alg_name(r->alg)),
+                    collar_alg_name(r->alg));
         }
         if (r->oneshot != 0 && r->alg != COLLAR_ALG_IPC) {
-            fprintf(stderr, "%s:%d: warning: oneshot= has no effect on a %s "
+            fprintf(stderr, "%s:%d: warning: oneshot= has no effect on %s %s "
                     "rule (only ipc has a one-shot threshold)\n", path, r->line,
+                    collar_article(collar_alg_name(r->alg)),
                     collar_alg_name(r->alg));
         }
     }
@@ -213,8 +216,9 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
     collar_select(&key, &plan);
     char size[32];
     collar_format_bytes(bytes, size, sizeof(size));
-    printf("allreduce of %zu bytes (%s) per rank, %ld rank%s, %s memory\n",
-           bytes, size, ranks, ranks == 1 ? "" : "s", collar_mem_kind_name(mem));
+    printf("allreduce of %zu byte%s (%s) per rank, %ld rank%s, %s memory\n",
+           bytes, collar_plural((long)bytes), size, ranks, collar_plural(ranks),
+           collar_mem_kind_name(mem));
     if (nodes == 0) {
         printf("  nodes          : unknown (only rules without a node shape "
                "match)\n");

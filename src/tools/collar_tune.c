@@ -251,9 +251,9 @@ static int measure(MPI_Comm comm, size_t bytes, const cand_t *c, double best,
         if (world_rank == 0 && !said[c->alg]) {
             said[c->alg] = 1;
             progress_clear();
-            fprintf(stderr, PROG ": %s falls back to %s on %d ranks here (it "
+            fprintf(stderr, PROG ": %s falls back to %s on %d rank%s here (it "
                     "runs on %s): not measured where it falls back\n",
-                    collar_alg_name(c->alg), ran, size,
+                    collar_alg_name(c->alg), ran, size, collar_plural(size),
                     c->alg == COLLAR_ALG_HIER ? "communicators that span nodes"
                     : c->alg == COLLAR_ALG_IPC ? "communicators of one node"
                     : c->alg == COLLAR_ALG_NCCL ? "processes that can load NCCL"
@@ -561,7 +561,8 @@ static void compare_ranks(MPI_Comm comm, int ranks, double *max_regret,
                 fflush(stdout);
                 if (regret > *max_regret) {
                     *max_regret = regret;
-                    snprintf(max_at, max_at_len, "%d ranks, %s", ranks, s);
+                    snprintf(max_at, max_at_len, "%d rank%s, %s", ranks,
+                             collar_plural(ranks), s);
                 }
             }
         }

@@ -36,6 +36,24 @@ static void test_sizes(void)
     }
 }
 
+/* Words in messages: "1 rank", "an ipc rule", "an 8-rank communicator". */
+static void test_grammar(void)
+{
+    UNIT_CHECK(strcmp(collar_article("ipc"), "an") == 0, "an ipc");
+    UNIT_CHECK(strcmp(collar_article("staged"), "a") == 0, "a staged");
+    static const struct { long n; const char *a; } nums[] = {
+        { 1, "a" }, { 2, "a" }, { 8, "an" }, { 11, "an" }, { 18, "an" },
+        { 80, "an" }, { 86, "an" }, { 100, "a" }, { 800, "an" }, { 8000, "an" },
+        { 11000, "an" }, { 1100, "a" }, { 28, "a" },
+    };
+    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+        UNIT_CHECK(strcmp(collar_article_n(nums[i].n), nums[i].a) == 0,
+                   "%s %ld", collar_article_n(nums[i].n), nums[i].n);
+    }
+    UNIT_CHECK(strcmp(collar_plural(1), "") == 0 && strcmp(collar_plural(2), "s") == 0,
+               "1 rank, 2 ranks");
+}
+
 static void test_scalars(void)
 {
     int b = -1;
@@ -142,6 +160,7 @@ static void test_load(void)
 int main(void)
 {
     test_sizes();
+    test_grammar();
     test_scalars();
     test_pattern();
     test_first();
