@@ -434,6 +434,47 @@ void collar_format_bytes(size_t v, char *buf, size_t len)
     snprintf(buf, len, u ? "%.4g %s" : "%.0f %s", d, units[u]);
 }
 
+void collar_format_bytes_exact(size_t v, char *buf, size_t len)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    int u = 0;
+    while (v != 0 && v % 1024 == 0 && u < 6) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%zu %s", v, units[u]);
+}
+
+void collar_format_range(size_t bytes, char *buf, size_t len)
+{
+    if (bytes <= 1) {
+        snprintf(buf, len, "%zu B", bytes);
+        return;
+    }
+    size_t low = 1;
+    while (low <= bytes / 2) {
+        low *= 2;
+    }
+    char lo[32], hi[32];
+    collar_format_bytes_exact(low, lo, sizeof(lo));
+    if (low > SIZE_MAX / 2) {
+        snprintf(buf, len, "%s and up", lo);
+        return;
+    }
+    collar_format_bytes_exact(low * 2, hi, sizeof(hi));
+    snprintf(buf, len, "%s to under %s", lo, hi);
+}
+
+void collar_format_call(collar_coll_t coll, int comm_size, size_t bytes,
+                        collar_mem_kind_t mem, char *buf, size_t len)
+{
+    char range[80];
+    collar_format_range(bytes, range, sizeof(range));
+    snprintf(buf, len, "%s on %d rank%s, %s, %s memory", collar_coll_name(coll),
+             comm_size, collar_plural(comm_size), range,
+             collar_mem_kind_name(mem));
+}
+
 static collar_status_t parse_enum(const char *s, const char *const *choices,
                                   int *out)
 {

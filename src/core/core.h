@@ -255,6 +255,12 @@ collar_status_t collar_parse_long(const char *s, long min, long max, long *out);
 void collar_format_size(size_t bytes, char *buf, size_t len);
 /* For people: "4 KiB", "1.5 MiB", "12 B". */
 void collar_format_bytes(size_t bytes, char *buf, size_t len);
+/* For people, exactly: the largest binary unit that divides: "4 KiB",
+ * "1536 KiB", "1100 B". */
+void collar_format_bytes_exact(size_t bytes, char *buf, size_t len);
+/* The power-of-two size range `bytes` falls in, [2^k, 2^(k+1)), for
+ * people: "4 MiB to under 8 MiB", "1 B", "0 B". */
+void collar_format_range(size_t bytes, char *buf, size_t len);
 
 /* ------------------------------------------------------- injected failures */
 
@@ -537,6 +543,11 @@ typedef enum {
 
 /* "allreduce", "bcast", ..., "scatterv"; "unknown" out of range. */
 const char *collar_coll_name(collar_coll_t coll);
+/* "allreduce on 2 ranks, 4 MiB to under 8 MiB, device memory": what the
+ * info line that says what ran is about (the call's collective,
+ * communicator size, size range of `bytes` and memory kind). */
+void collar_format_call(collar_coll_t coll, int comm_size, size_t bytes,
+                        collar_mem_kind_t mem, char *buf, size_t len);
 /* COLLAR_COLLECTIVES: bit (coll - COLLAR_COLL_BCAST) for each collective
  * from bcast to scatterv. */
 #define COLLAR_COLLS_STAGEABLE (COLLAR_COLL_COUNT - COLLAR_COLL_BCAST)

@@ -31,19 +31,20 @@ collar_engine_t collar_engine = { .dev = &collar_device_none };
  *                  host memory is native, decided by its classification;
  *   host_straight  host_direct with no statistics: the wrapper classifies
  *                  and calls the MPI library.
- * Not under COLLAR_CHECK (every call is checked across ranks); host_direct
- * not where the choice of each call is logged (info level, subsystem coll).
+ * None of them under COLLAR_CHECK (every call is checked across ranks), nor
+ * where what runs is said (info level, subsystem coll): host calls then
+ * take the whole way, to selection and its line
+ * (collar_algo_log_choice).
  */
 static void decide_paths(void)
 {
-    const int host_native = collar_select_host_native() && !collar_cfg.check;
+    const int host_native = collar_select_host_native() && !collar_cfg.check
+                            && !collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL);
     collar_engine.pass_all = collar_engine.dev == &collar_device_none
                              && host_native;
     collar_paths.straight = collar_engine.pass_all && !collar_stats_on;
     collar_engine.host_direct = collar_engine.dev != &collar_device_none
-                                && host_native
-                                && !collar_log_enabled(COLLAR_LOG_INFO,
-                                                       COLLAR_SUB_COLL);
+                                && host_native;
     collar_paths.host_straight = collar_engine.host_direct && !collar_stats_on;
 }
 

@@ -36,6 +36,38 @@ static void test_sizes(void)
     }
 }
 
+/* The words of the info line that says what ran. */
+static void test_words(void)
+{
+    static const struct { size_t v; const char *exact, *range; } cases[] = {
+        { 0, "0 B", "0 B" },
+        { 1, "1 B", "1 B" },
+        { 3, "3 B", "2 B to under 4 B" },
+        { 1100, "1100 B", "1 KiB to under 2 KiB" },
+        { 1536, "1536 B", "1 KiB to under 2 KiB" },
+        { 65536, "64 KiB", "64 KiB to under 128 KiB" },
+        { (size_t)16 << 20, "16 MiB", "16 MiB to under 32 MiB" },
+        { ((size_t)4 << 20) + 1, "4194305 B", "4 MiB to under 8 MiB" },
+        { (size_t)3 << 30, "3 GiB", "2 GiB to under 4 GiB" },
+    };
+    char buf[128];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        collar_format_bytes_exact(cases[i].v, buf, sizeof(buf));
+        UNIT_CHECK(strcmp(buf, cases[i].exact) == 0, "%zu: '%s'", cases[i].v, buf);
+        collar_format_range(cases[i].v, buf, sizeof(buf));
+        UNIT_CHECK(strcmp(buf, cases[i].range) == 0, "%zu: '%s'", cases[i].v, buf);
+    }
+    collar_format_range(SIZE_MAX, buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "8 EiB and up") == 0, "SIZE_MAX: '%s'", buf);
+    collar_format_call(COLLAR_COLL_ALLREDUCE, 2, (size_t)16 << 20,
+                       COLLAR_MEM_DEVICE, buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "allreduce on 2 ranks, 16 MiB to under 32 MiB, "
+                      "device memory") == 0, "'%s'", buf);
+    collar_format_call(COLLAR_COLL_BCAST, 1, 8, COLLAR_MEM_HOST, buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "bcast on 1 rank, 8 B to under 16 B, host memory") == 0,
+               "'%s'", buf);
+}
+
 /* Words in messages: "1 rank", "an ipc rule", "an 8-rank communicator". */
 static void test_grammar(void)
 {
@@ -161,6 +193,7 @@ int main(void)
 {
     test_sizes();
     test_grammar();
+    test_words();
     test_scalars();
     test_pattern();
     test_first();
