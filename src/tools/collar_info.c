@@ -10,6 +10,7 @@
 #include "../algo/algo.h"
 #include "../mem/gdrcopy.h"
 #include "../mem/mem.h"
+#include "libpath.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -18,6 +19,8 @@
 
 static void usage(FILE *out)
 {
+    char lib[4096];
+    collar_tool_library_path(lib, sizeof(lib));
     fprintf(out,
         "Usage: collar-info [OPTION]\n"
         "Show what collar (the collective algorithm router for MPI) would do in\n"
@@ -46,7 +49,7 @@ static void usage(FILE *out)
         "order, as in an MPI program (docs/tuning.md).\n"
         "\n"
         "Use collar by preloading it under an MPI program:\n"
-        "  LD_PRELOAD=%s/libcollar.so mpirun -np 4 ./app\n", LIBDIR);
+        "  LD_PRELOAD=%s mpirun -np 4 ./app\n", lib);
 }
 
 static void print_environment(void)

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "tune.h"
 #include "../mem/mem.h"
+#include "libpath.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -585,8 +586,10 @@ static void check_preloaded(void)
     last_algorithm = (const char *(*)(void))dlsym(RTLD_DEFAULT, "collar_last_algorithm");
     lib_device = (const char *(*)(void))dlsym(RTLD_DEFAULT, "collar_device_name");
     if (set_algorithm == NULL || lib_active == NULL) {
+        char lib[4096];
+        collar_tool_library_path(lib, sizeof(lib));
         fail("collar-tune must run with libcollar preloaded: "
-             "LD_PRELOAD=%s/libcollar.so", LIBDIR);
+             "LD_PRELOAD=%s", lib);
     }
 }
 

@@ -3,6 +3,7 @@
  * (before MPI_Init); only the lead one prints.
  */
 #include "tune.h"
+#include "libpath.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -39,8 +40,10 @@ const char *find_gnuplot(void)
 static void usage(FILE *out)
 {
     const char *gp = find_gnuplot();
+    char lib[4096];
+    collar_tool_library_path(lib, sizeof(lib));
     fprintf(out,
-        "Usage: mpirun -np N env LD_PRELOAD=%s/libcollar.so \\\n"
+        "Usage: mpirun -np N env LD_PRELOAD=%s \\\n"
         "           " PROG " --output FILE [OPTION]...\n"
         "Measure collar's allreduce algorithms on this system and write a tuning\n"
         "table that collar then uses (COLLAR_TUNING_FILE=FILE, or install it as\n"
@@ -91,7 +94,7 @@ static void usage(FILE *out)
         "midpoint; a winner must beat a simpler algorithm (native < staged <\n"
         "chunked < ring) by more than the measured noise (at least 3%%).  Exit\n"
         "status: 0 done, 1 cannot tune here, 2 bad option.\n",
-        LIBDIR, COLLAR_TUNINGDIR,
+        lib, COLLAR_TUNINGDIR,
         gp ? "found at " : "not found on this system's PATH, so --plot\n"
                            "                        is refused",
         gp ? gp : "");
