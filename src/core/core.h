@@ -594,6 +594,24 @@ void collar_select_finalize(void);
 const char *collar_select_sources(void);
 /* A hash of every rule in force (all ranks must agree). */
 uint64_t collar_select_hash(void);
+/* The sources of the rules as collar_select_init found them, strongest
+ * first after COLLAR_ALGORITHM (collar-info): i = 0 COLLAR_ALLREDUCE_RULES,
+ * 1 COLLAR_TUNING_FILE, 2 the site default, 3 the built-in rules; 0 past
+ * the last. */
+typedef enum {
+    COLLAR_SOURCE_UNSET,      /* not given (the site default: no file) */
+    COLLAR_SOURCE_IN_FORCE,
+    COLLAR_SOURCE_REJECTED    /* did not parse: ignored whole */
+} collar_source_state_t;
+struct collar_table_s;
+typedef struct {
+    const char                  *what;   /* "COLLAR_TUNING_FILE", ... */
+    const char                  *name;   /* its file's path, or NULL */
+    int                          state;  /* collar_source_state_t */
+    const struct collar_table_s *table;  /* in force */
+    const char                  *error;  /* rejected: the first error */
+} collar_rule_source_t;
+int collar_select_source(int i, collar_rule_source_t *out);
 /* A pure function of the key and the configuration. */
 void collar_select(const collar_select_key_t *key, collar_plan_t *plan);
 /* 1 when every rule any source has for host memory says native and nothing
@@ -631,7 +649,7 @@ typedef struct collar_rule_s {
     int           line;        /* line in its source (1-based) */
 } collar_rule_t;
 
-typedef struct {
+typedef struct collar_table_s {
     collar_rule_t *rules;
     int            nrules;
     int            version;       /* 1 or 2 (inline rules: 0 without a version line) */

@@ -46,10 +46,61 @@ static void usage(FILE *out)
         "\n"
         "The rules come from COLLAR_ALGORITHM, COLLAR_ALLREDUCE_RULES,\n"
         "COLLAR_TUNING_FILE, the site default and the built-in rules, in that\n"
-        "order, as in an MPI program (docs/tuning.md).\n"
+        "order, as in an MPI program (docs/tuning.md); collar-info without an\n"
+        "option lists those in force here, each with its hash.\n"
         "\n"
         "Use collar by preloading it under an MPI program:\n"
         "  LD_PRELOAD=%s mpirun -np 4 ./app\n", lib);
+}
+
+/* The sources of the allreduce rules in force here, strongest first, as
+ * an MPI program would read them (collar_select_init), each with its
+ * table's hash (the one COLLAR_CHECK compares across ranks). */
+static void print_rules(void)
+{
+    printf("  allreduce rules   : the first source with a rule for the call "
+           "decides\n");
+    if (collar_cfg.algorithm != COLLAR_ALG_AUTO) {
+        printf("    COLLAR_ALGORITHM       : %s, forced on every call (the "
+               "sources below are not used)\n", collar_alg_name(collar_cfg.algorithm));
+    } else {
+        printf("    COLLAR_ALGORITHM       : auto (not forced)\n");
+    }
+    if (collar_select_init() != COLLAR_OK) {
+        printf("    (the built-in rules do not parse)\n");
+        return;
+    }
+    collar_rule_source_t src;
+    for (int i = 0; collar_select_source(i, &src); i++) {
+        printf("    %-22s : ", src.what);
+        if (src.state == COLLAR_SOURCE_UNSET) {
+            if (src.name != NULL) {
+                printf("none (no %s)\n", src.name);
+            } else {
+                printf("not set\n");
+            }
+            continue;
+        }
+        if (src.name != NULL) {
+            printf("%s: ", src.name);
+        }
+        if (src.state == COLLAR_SOURCE_REJECTED) {
+            printf("ignored whole, it does not parse: %s\n", src.error);
+            continue;
+        }
+        const collar_table_t *t = src.table;
+        printf("%d rule%s, hash %016llx%s%s\n", t->nrules, collar_plural(t->nrules),
+               (unsigned long long)t->hash, t->system[0] ? ", system: " : "",
+               t->system);
+    }
+    if (collar_cfg.chunk_size != 0) {
+        char size[32];
+        collar_format_bytes_exact(collar_cfg.chunk_size, size, sizeof(size));
+        printf("    COLLAR_CHUNK_SIZE      : %s, the chunk of every rule\n", size);
+    }
+    printf("    all together           : hash %016llx\n",
+           (unsigned long long)collar_select_hash());
+    collar_select_finalize();
 }
 
 static void print_environment(void)
@@ -94,6 +145,7 @@ static void print_environment(void)
 #endif
            );
     printf("  tuning tables     : %s\n", COLLAR_TUNINGDIR);
+    print_rules();
     printf("\nCOLLAR_* variables (value in force, default, meaning):\n");
 }
 
@@ -142,8 +194,9 @@ static int check_table(const char *path)
                     collar_alg_name(r->alg));
         }
     }
-    printf("%s: valid tuning table, %d rule%s%s%s\n", path, table.nrules,
-           table.nrules == 1 ? "" : "s", table.system[0] ? ", system: " : "",
+    printf("%s: valid tuning table, %d rule%s, hash %016llx%s%s\n", path,
+           table.nrules, collar_plural(table.nrules),
+           (unsigned long long)table.hash, table.system[0] ? ", system: " : "",
            table.system);
     collar_table_free(&table);
     return 0;
