@@ -380,6 +380,11 @@ collar_status_t collar_parse_size(const char *s, size_t *out)
         }
         v = v * 10 + d;
     }
+    /* "4 MiB" as people write it (one space, then the unit), as well as
+     * "4MiB", "4M", "4194304". */
+    if (p[0] == ' ' && p[1] != '\0' && strchr("KMGTBkmgtb", p[1]) != NULL) {
+        p++;
+    }
     unsigned shift = 0;
     switch (toupper((unsigned char)*p)) {
     case 'K': shift = 10; p++; break;

@@ -12,6 +12,7 @@
 #include "../mem/mem.h"
 #include "libpath.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -32,7 +33,8 @@ static void usage(FILE *out)
         "                        else print the first error (file:line:column) and\n"
         "                        exit 1\n"
         "  --explain BYTES       say which rule and algorithm an allreduce of BYTES\n"
-        "                        per rank (K, M, G suffixes) would get, and why;\n"
+        "                        per rank (4194304, 4M, 4MiB, 4 MiB) would get,\n"
+        "                        and why;\n"
         "      --ranks N         ... on N ranks (default 2)\n"
         "      --nodes K         ... spread evenly over K nodes (default 1), or\n"
         "                        'unknown' (a communicator whose nodes collar\n"
@@ -230,7 +232,7 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
     collar_mem_kind_t mem;
     if (collar_parse_size(bytes_arg, &bytes) != COLLAR_OK) {
         fprintf(stderr, "collar-info: --explain expects a size in bytes (e.g. "
-                "4096, 64K, 16M), not '%s'\n", bytes_arg);
+                "4096, 64K, 16M, \"4 MiB\"), not '%s'\n", bytes_arg);
         return 2;
     }
     if (collar_parse_long(ranks_arg, 1, INT_MAX, &ranks) != COLLAR_OK) {
@@ -364,6 +366,7 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
 
 int main(int argc, char **argv)
 {
+    static char explain_joined[64];
     int only_vars = 0, markdown = 0;
     const char *check = NULL, *explain_bytes = NULL;
     const char *ranks = "2", *nodes = "1", *memory = "device";
@@ -383,6 +386,18 @@ int main(int argc, char **argv)
             check = argv[++i];
         } else if (strcmp(argv[i], "--explain") == 0 && has_value) {
             explain_bytes = argv[++i];
+            /* "--explain 4 MiB": the unit as a word of its own. */
+            size_t v;
+            char joined[64];
+            if (i + 1 < argc && isalpha((unsigned char)argv[i + 1][0])
+                && strlen(argv[i + 1]) < 8 && strlen(explain_bytes) < 32) {
+                snprintf(joined, sizeof(joined), "%s %s", explain_bytes, argv[i + 1]);
+                if (collar_parse_size(joined, &v) == COLLAR_OK) {
+                    snprintf(explain_joined, sizeof(explain_joined), "%s", joined);
+                    explain_bytes = explain_joined;
+                    i++;
+                }
+            }
         } else if (strcmp(argv[i], "--ranks") == 0 && has_value) {
             ranks = argv[++i];
         } else if (strcmp(argv[i], "--nodes") == 0 && has_value) {

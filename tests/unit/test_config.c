@@ -18,10 +18,13 @@ static void test_sizes(void)
         { "0", 0 }, { "4096", 4096 }, { "64K", 65536 }, { "64k", 65536 },
         { "1M", 1u << 20 }, { "1MiB", 1u << 20 }, { "2G", (size_t)2 << 30 },
         { "3KB", 3072 }, { "1T", (size_t)1 << 40 },
+        /* as people write sizes (collar-info --explain 4 MiB) */
+        { "4 MiB", (size_t)4 << 20 }, { "4 M", (size_t)4 << 20 },
+        { "4MiB", (size_t)4 << 20 }, { "12 B", 12 }, { "64 kb", 65536 },
     };
     static const char *const bad[] = {
         "", "-1", "K", "1X", "1.5M", " 1", "1 ", "1MM", "99999999999999999999",
-        "17179869184G", "0x10",
+        "17179869184G", "0x10", "4  MiB", "4 MiB ", "4 X", " 4 MiB", "4 ",
     };
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         size_t v = 12345;
