@@ -165,12 +165,14 @@ static void test_load(void)
     FILE *f = fopen(path, "r");
     char line[2048];
     int warnings = 0, jitter = 0, pool = 0, alg = 0, subsys = 0, typo = 0;
-    int chunk = 0;
+    int chunk = 0, located = 0;
     while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
         if (strstr(line, " WARN ") == NULL) {
             continue;
         }
         warnings++;
+        /* About the user's environment: no "(config.c:123)" of collar's. */
+        located += strstr(line, ".c:") != NULL;
         jitter += strstr(line, "COLLAR_SIM_JITTER='-5' is invalid: expected an "
                          "integer from 0 to 1000000; using the default '0'") != NULL;
         pool += strstr(line, "COLLAR_STAGING_POOL='12Q' is invalid") != NULL;
@@ -185,6 +187,8 @@ static void test_load(void)
         fclose(f);
     }
     UNIT_CHECK(warnings == 6, "%d warnings, expected 6", warnings);
+    UNIT_CHECK(located == 0, "%d warnings about the environment carry a "
+               "source location", located);
     UNIT_CHECK(jitter == 1 && pool == 1 && alg == 1 && subsys == 1 && typo == 1
                && chunk == 1,
                "each warning once: jitter %d pool %d alg %d subsys %d typo %d "
