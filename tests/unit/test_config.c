@@ -142,6 +142,7 @@ static void test_load(void)
     setenv("COLLAR_LOG_SUBSYS", "coll,,mem", 1);   /* malformed list */
     setenv("COLLAR_SIM_STREAMS", "4", 1);          /* good */
     setenv("COLLAR_DISABLED", "1", 1);             /* a typo */
+    setenv("COLLAR_NO_SUCH_THING", "1", 1);        /* close to nothing */
     setenv("COLLAR_CHUNK_SIZE", "8G", 1);          /* above 1G, as tables */
     setenv("COLLAR_LOG", "warn", 1);
 
@@ -165,7 +166,7 @@ static void test_load(void)
     FILE *f = fopen(path, "r");
     char line[2048];
     int warnings = 0, jitter = 0, pool = 0, alg = 0, subsys = 0, typo = 0;
-    int chunk = 0, located = 0;
+    int chunk = 0, located = 0, unknown = 0;
     while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
         if (strstr(line, " WARN ") == NULL) {
             continue;
@@ -179,20 +180,25 @@ static void test_load(void)
         alg += strstr(line, "COLLAR_ALGORITHM='ring-of-fire' is invalid: expected "
                       "one of: auto, native, staged") != NULL;
         subsys += strstr(line, "COLLAR_LOG_SUBSYS='coll,,mem' is invalid") != NULL;
-        typo += strstr(line, "unknown variable COLLAR_DISABLED is ignored") != NULL;
+        typo += strstr(line, "unknown variable COLLAR_DISABLED is ignored (did "
+                       "you mean COLLAR_DISABLE? collar-info lists the known "
+                       "ones)") != NULL;
+        unknown += strstr(line, "unknown variable COLLAR_NO_SUCH_THING is "
+                          "ignored (collar-info lists the known ones)") != NULL;
         chunk += strstr(line, "COLLAR_CHUNK_SIZE='8G' is invalid: expected a size "
                         "in bytes from 0 to 1G") != NULL;
     }
     if (f != NULL) {
         fclose(f);
     }
-    UNIT_CHECK(warnings == 6, "%d warnings, expected 6", warnings);
+    UNIT_CHECK(warnings == 7, "%d warnings, expected 7", warnings);
     UNIT_CHECK(located == 0, "%d warnings about the environment carry a "
                "source location", located);
     UNIT_CHECK(jitter == 1 && pool == 1 && alg == 1 && subsys == 1 && typo == 1
-               && chunk == 1,
+               && chunk == 1 && unknown == 1,
                "each warning once: jitter %d pool %d alg %d subsys %d typo %d "
-               "chunk %d", jitter, pool, alg, subsys, typo, chunk);
+               "chunk %d unknown %d", jitter, pool, alg, subsys, typo, chunk,
+               unknown);
     unlink(path);
 }
 
