@@ -201,38 +201,49 @@ collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg)
     return NULL;
 }
 
-/* "1 MiB", "64 KiB", "12 B": the power-of-two range a size falls in. */
-static void size_range(size_t bytes, char *buf, size_t len)
+/* What runs, in words, where the caller does not say (ipc and hier do,
+ * from their schedule). */
+static void describe_run(const collar_plan_t *plan, char *buf, size_t len)
 {
-    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-    size_t low = 1;
-    while (low <= bytes / 2) {
-        low *= 2;
+    char size[32];
+    const size_t chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
+    collar_format_bytes_exact(chunk, size, sizeof(size));
+    switch (plan->alg) {
+    case COLLAR_ALG_NATIVE:
+        snprintf(buf, len, "native, the MPI library's own allreduce");
+        break;
+    case COLLAR_ALG_STAGED:
+        snprintf(buf, len, "staged through host memory");
+        break;
+    case COLLAR_ALG_CHUNKED:
+        snprintf(buf, len, "chunked through host memory in %s chunks", size);
+        break;
+    case COLLAR_ALG_RING:
+        snprintf(buf, len, "ring in %s segments", size);
+        break;
+    default:
+        snprintf(buf, len, "%s", collar_alg_name(plan->alg));
+        break;
     }
-    if (bytes == 0) {
-        low = 0;
-    }
-    int u = 0;
-    size_t v = low;
-    while (v >= 1024 && v % 1024 == 0 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, len, "%zu %s", v, units[u]);
 }
 
 void collar_algo_log_choice(int rank, const collar_select_key_t *key,
-                            const collar_plan_t *plan)
+                            const collar_plan_t *plan, const char *how)
 {
-    if (!collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL)
-        && !(plan->fallback != NULL && collar_stats_on)) {
+    if (!collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL)) {
         return;
     }
-    char range[32];
-    size_range(key->bytes, range, sizeof(range));
-    char once[160];
-    snprintf(once, sizeof(once), "choice %d %d %s %d %d %s", key->comm_size,
-             key->nodes, range, (int)key->mem, (int)plan->alg,
+    char call[160];
+    collar_format_call(key->coll, key->comm_size, key->bytes, key->mem, call,
+                       sizeof(call));
+    char what[160];
+    if (how != NULL) {
+        snprintf(what, sizeof(what), "%s", how);
+    } else {
+        describe_run(plan, what, sizeof(what));
+    }
+    char once[1024];
+    snprintf(once, sizeof(once), "choice %d %s: %s %s", key->nodes, call, what,
              plan->fallback ? plan->fallback : "");
     if (!collar_log_first(once)) {
         return;
@@ -242,24 +253,10 @@ void collar_algo_log_choice(int rank, const collar_select_key_t *key,
     }
     char why[600];
     collar_plan_describe(plan, why, sizeof(why));
-    char alg[64];
-    if (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING) {
-        size_t chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
-        snprintf(alg, sizeof(alg), "%s chunk=%zu", collar_alg_name(plan->alg), chunk);
-    } else if (plan->alg == COLLAR_ALG_IPC) {
-        snprintf(alg, sizeof(alg), "ipc oneshot=%zu", collar_algo_ipc_oneshot(plan));
-    } else if (plan->alg == COLLAR_ALG_HIER) {
-        size_t chunk = plan->chunk ? plan->chunk : COLLAR_DEFAULT_CHUNK;
-        snprintf(alg, sizeof(alg), "hier chunk=%zu", chunk);
-    } else {
-        snprintf(alg, sizeof(alg), "%s", collar_alg_name(plan->alg));
-    }
     if (plan->fallback != NULL) {
-        collar_info(COLL, "allreduce %d ranks %s+ %s: %s (%s; fallback %s)",
-                    key->comm_size, range, collar_mem_kind_name(key->mem),
-                    alg, why, plan->fallback);
+        collar_info(COLL, "%s: %s (%s; fallback %s)", call, what, why,
+                    plan->fallback);
     } else {
-        collar_info(COLL, "allreduce %d ranks %s+ %s: %s (%s)", key->comm_size,
-                    range, collar_mem_kind_name(key->mem), alg, why);
+        collar_info(COLL, "%s: %s (%s)", call, what, why);
     }
 }

@@ -256,13 +256,20 @@ void collar_algo_eligible(const collar_call_t *call, int mpi_cuda_aware,
                           collar_plan_t *plan);
 
 /* The builder of `alg`, or NULL for native (no schedule). */
-/* Say which algorithm runs, once per (ranks, size range, memory,
- * algorithm): from rank 0 (`rank`: in the communicator; all ranks choose
- * alike), or
- * from every rank at debug level.  For ipc and hier, once the region's
- * registration says whether they run (collar_ipc_start). */
+/*
+ * Say at info level what runs and why, once per (communicator size, size
+ * range, memory kind, algorithm as it runs):
+ *   allreduce on 2 ranks, 4 MiB to under 8 MiB, device memory:
+ *     ipc two-shot, zero-copy (built-in rules line 28)
+ * from rank 0 (`rank`: in the communicator; all ranks choose alike), or
+ * from every rank at debug level.  `how`: the algorithm and its mode as
+ * it runs, where the plan does not tell (ipc: one-shot or two-shot,
+ * copy-in or zero-copy; hier); NULL: from the plan (the chunk of chunked
+ * and ring).  ipc and hier say it from their schedule, once the region's
+ * registration says whether they run (collar_ipc_start).
+ */
 void collar_algo_log_choice(int rank, const collar_select_key_t *key,
-                            const collar_plan_t *plan);
+                            const collar_plan_t *plan, const char *how);
 
 collar_algo_build_fn_t collar_algo_builder(collar_alg_t alg);
 

@@ -614,8 +614,8 @@ static void ipc_registered(collar_sched_t *s, ipc_region_t *g, collar_alg_t alg)
                         collar_alg_name(alg), alg == COLLAR_ALG_HIER ? "node" : "rank");
         }
     } else {
-        collar_debug(COLL, "ipc: %d ranks share %zu bytes of IPC memory each",
-                     g->n, 2 * g->cap);
+        collar_debug(COLL, "ipc: %d rank%s, %zu bytes of IPC memory each",
+                     g->n, collar_plural(g->n), 2 * g->cap);
     }
     free(g->cards);
     g->cards = NULL;
@@ -623,16 +623,40 @@ static void ipc_registered(collar_sched_t *s, ipc_region_t *g, collar_alg_t alg)
     __atomic_store_n(&g->done, 1, __ATOMIC_RELEASE);
 }
 
-/* The call's selection key, for the log line (collar_algo_log_choice). */
-static void ipc_log(const collar_sched_t *s, const ipc_op_t *op,
-                    const collar_plan_t *plan)
+void collar_ipc_log(const collar_sched_t *s, const ipc_op_t *op,
+                    const collar_plan_t *plan, const char *how)
 {
     collar_select_key_t key = {
         .coll = COLLAR_COLL_ALLREDUCE, .mem = op->call.mem,
         .comm_size = s->comm->size, .bytes = op->call.bytes, .reducible = 1,
     };
     collar_comm_shape(s->comm, &key);
-    collar_algo_log_choice(s->comm->rank, &key, plan);
+    collar_algo_log_choice(s->comm->rank, &key, plan, how);
+}
+
+void collar_ipc_describe(const ipc_op_t *op, int zerocopy, char *buf, size_t len)
+{
+    if (op->plan.alg == COLLAR_ALG_HIER) {
+        /* (hier's slices cross the nodes as add_across cuts them.) */
+        char size[32];
+        const size_t chunk = op->plan.chunk ? op->plan.chunk : COLLAR_DEFAULT_CHUNK;
+        collar_format_bytes_exact(chunk, size, sizeof(size));
+        if (op->plan.mpi_cuda_aware) {
+            snprintf(buf, len, "hier, each slice across nodes whole, on device "
+                     "pointers");
+        } else {
+            snprintf(buf, len, "hier, each slice across nodes through host "
+                     "memory in %s chunks", size);
+        }
+        return;
+    }
+    snprintf(buf, len, "ipc %s, %s", collar_ipc_twoshot(op) ? "two-shot" : "one-shot",
+             zerocopy ? "zero-copy" : "copy-in");
+}
+
+int collar_ipc_twoshot(const ipc_op_t *op)
+{
+    return op->call.bytes >= collar_algo_ipc_oneshot(&op->plan) && op->region->n > 1;
 }
 
 /* The algorithm's steps on a registered region; chunked's (staged's for
@@ -642,7 +666,13 @@ static collar_status_t ipc_build_now(ipc_op_t *op, collar_sched_t *s)
 {
     const int code = op->region->code;
     if (code == IPC_OK) {
-        ipc_log(s, op, &op->plan);
+        /* Zero-copy says how it runs once every rank has said whether it
+         * can (ipc_user.c, zc_go). */
+        if (op->plan.alg != COLLAR_ALG_IPC || !collar_ipc_zc_wanted(s->comm, op)) {
+            char how[160];
+            collar_ipc_describe(op, 0, how, sizeof(how));
+            collar_ipc_log(s, op, &op->plan, how);
+        }
         return op->steps(&op->call, &op->plan, s, op);
     }
     /* Never blocking collectives (collar_sched_block_colls): this runs at
@@ -655,7 +685,7 @@ static collar_status_t ipc_build_now(ipc_op_t *op, collar_sched_t *s)
     collar_plan_t p = op->plan;
     p.fallback = collar_ipc_fallback_why(op->plan.alg, code);
     p.alg = collar_call_chunkable(call) ? COLLAR_ALG_CHUNKED : COLLAR_ALG_STAGED;
-    ipc_log(s, op, &p);
+    collar_ipc_log(s, op, &p, NULL);
     collar_stats_fallback(p.fallback);
     s->stats.alg = p.alg;   /* what the statistics record */
     return p.alg == COLLAR_ALG_STAGED ? collar_algo_staged_build(call, &p, s)
@@ -964,7 +994,7 @@ collar_status_t collar_ipc_add_after_intake(collar_sched_t *s, ipc_op_t *op,
     const ipc_region_t *g = op->region;
     const size_t in = 0, out = g->cap;
     int last;
-    if (call->bytes < collar_algo_ipc_oneshot(&op->plan) || g->n == 1) {
+    if (!collar_ipc_twoshot(op)) {
         /* A kernel writes the result: into the receive buffer when it is
          * device memory, else into the own `out` area (unused by one-shot,
          * no peer reads it before the next call's C0), copied out from

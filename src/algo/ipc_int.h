@@ -91,6 +91,16 @@ collar_status_t collar_ipc_start(const collar_call_t *call,
                                  const collar_plan_t *plan, collar_sched_t *s,
                                  collar_ipc_steps_fn_t steps);
 
+/* Two-shot (1) or one-shot (0): from oneshot= bytes up, on more than one
+ * rank. */
+int collar_ipc_twoshot(const ipc_op_t *op);
+/* The info line of the call (collar_algo_log_choice), with `how` it runs:
+ * ipc's mode, as collar_ipc_describe words it ("ipc two-shot, zero-copy"),
+ * hier's chunk; NULL for what the plan says (a fallback's). */
+void collar_ipc_log(const collar_sched_t *s, const ipc_op_t *op,
+                    const collar_plan_t *plan, const char *how);
+void collar_ipc_describe(const ipc_op_t *op, int zerocopy, char *buf, size_t len);
+
 /* Steps: a device copy after `dep` (-1: none); signal k, a one-int
  * allreduce on communicator `on` (collar_step_comm_t) after `dep`;
  * dst = peer[0] op peer[1] ... op peer[n-1], each at area + off, `count`

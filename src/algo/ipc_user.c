@@ -345,11 +345,6 @@ static const void *zc_send(const collar_call_t *call)
     return call->in_place ? call->rbuf : call->sbuf;
 }
 
-static int zc_twoshot(const ipc_op_t *op)
-{
-    return op->call.bytes >= collar_algo_ipc_oneshot(&op->plan);
-}
-
 /* This rank's card: its buffers exported, or "cannot". */
 static void zc_fill_card(const ipc_op_t *op, const collar_device_t *dev,
                          ipc_zc_card_t *c, int nbufs)
@@ -452,7 +447,7 @@ static collar_status_t zc_steps(collar_sched_t *s, ipc_op_t *op, int c1)
      * ranks that issued different collectives would hang.  One-shot: C2
      * for the copy-in's S0, then AG; two-shot: S0 (here a signal with no
      * meaning), C2, AG. */
-    if (!zc_twoshot(op)) {
+    if (!collar_ipc_twoshot(op)) {
         /* C2: in place, the peers read this rank's receive buffer until
          * then (ranks may pass different mixes of buffers). */
         /* One-shot exports the send buffer only: a receive buffer in host
@@ -512,13 +507,27 @@ static collar_status_t zc_go(collar_sched_t *s, void *arg)
 {
     ipc_op_t *op = arg;
     const int stream = op->zc->stream;
+    char how[160];
     /* (A rank whose C1 failed takes the copy-in: the same collectives.) */
     if (s->status == COLLAR_OK && op->sig_out[1] == 0) {
+        collar_ipc_describe(op, 1, how, sizeof(how));
+        collar_ipc_log(s, op, &op->plan, how);
         return zc_steps(s, op, -1);
     }
     if (s->status == COLLAR_OK) {
-        collar_stats_fallback("ipc zero-copy -> copy-in: a rank's buffer cannot "
-                              "be read in place by its peers");
+        static const char why[] = "ipc zero-copy -> copy-in: a rank's buffer "
+                                  "cannot be read in place by its peers";
+        collar_stats_fallback(why);
+        char both[512];
+        collar_plan_t p = op->plan;
+        if (p.fallback != NULL) {
+            snprintf(both, sizeof(both), "%s; fallback %s", p.fallback, why);
+            p.fallback = both;
+        } else {
+            p.fallback = why;
+        }
+        collar_ipc_describe(op, 0, how, sizeof(how));
+        collar_ipc_log(s, op, &p, how);
     }
     int copied, c1;
     COLLAR_CHECK(collar_ipc_add_copy(s, op->region->own, zc_send(&op->call),
@@ -556,7 +565,7 @@ collar_status_t collar_ipc_zc_add(collar_sched_t *s, ipc_op_t *op, int stream)
     op->zc = zc;
     zc->stream = stream;
     /* Two-shot peers read the receive buffer too (the finished slices). */
-    zc->nbufs = zc_twoshot(op) ? 2 : 1;
+    zc->nbufs = collar_ipc_twoshot(op) ? 2 : 1;
     zc->mine[op->region->rank].cannot = reserve;
     zc_fill_card(op, s->dev, &zc->mine[op->region->rank], zc->nbufs);
 

@@ -328,9 +328,10 @@ static int check_compare(const collar_check_t *ck)
     }
     char msg[900];
     size_t used = 0;
-    append(msg, sizeof(msg), &used, "COLLAR_CHECK: allreduce #%llu on a %d-rank "
+    append(msg, sizeof(msg), &used, "COLLAR_CHECK: allreduce #%llu on %s %d-rank "
            "communicator: ranks disagree on %s: ",
-           (unsigned long long)ck->ncall, ck->size, aspects[first].what);
+           (unsigned long long)ck->ncall, collar_article_n(ck->size), ck->size,
+           aspects[first].what);
     format_groups(first, ck->all, ck->size, msg, sizeof(msg), &used);
     if (also_used) {
         append(msg, sizeof(msg), &used, " (they also disagree on: %s)", also);

@@ -563,8 +563,8 @@ static void shape_without_memory(collar_comm_t *c, MPI_Group group, MPI_Group wo
     c->ppn_max = largest;
     c->node_min = device_everywhere ? smallest : 0;
     c->node_known = 1;
-    collar_warn(MEM, "no memory for the node peers of a %d-rank communicator: "
-                "ipc and hier do not run on it", n);
+    collar_warn(MEM, "no memory for the node peers of %s %d-rank communicator: "
+                "ipc and hier do not run on it", collar_article_n(n), n);
 }
 
 /* c->node_*, from the table of nodes, with no communication.  Unknown
@@ -739,8 +739,8 @@ static void comm_make_private(collar_comm_t *c, MPI_Comm comm)
     c->setup = COLLAR_COMM_READY;
     __atomic_add_fetch(&comms_held, 1, __ATOMIC_RELAXED);
     PMPI_Comm_set_errhandler(c->private_comm, MPI_ERRORS_RETURN);
-    collar_debug(COLL, "new private communicator: %d ranks, this is rank %d",
-                 c->size, c->rank);
+    collar_debug(COLL, "new private communicator: %d rank%s, this is rank %d",
+                 c->size, collar_plural(c->size), c->rank);
 }
 
 collar_status_t collar_comm_get(MPI_Comm comm, int blocking,

@@ -380,6 +380,11 @@ collar_status_t collar_parse_size(const char *s, size_t *out)
         }
         v = v * 10 + d;
     }
+    /* "4 MiB" as people write it (one space, then the unit), as well as
+     * "4MiB", "4M", "4194304". */
+    if (p[0] == ' ' && p[1] != '\0' && strchr("KMGTBkmgtb", p[1]) != NULL) {
+        p++;
+    }
     unsigned shift = 0;
     switch (toupper((unsigned char)*p)) {
     case 'K': shift = 10; p++; break;
@@ -432,6 +437,47 @@ void collar_format_bytes(size_t v, char *buf, size_t len)
         u++;
     }
     snprintf(buf, len, u ? "%.4g %s" : "%.0f %s", d, units[u]);
+}
+
+void collar_format_bytes_exact(size_t v, char *buf, size_t len)
+{
+    static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+    int u = 0;
+    while (v != 0 && v % 1024 == 0 && u < 6) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%zu %s", v, units[u]);
+}
+
+void collar_format_range(size_t bytes, char *buf, size_t len)
+{
+    if (bytes <= 1) {
+        snprintf(buf, len, "%zu B", bytes);
+        return;
+    }
+    size_t low = 1;
+    while (low <= bytes / 2) {
+        low *= 2;
+    }
+    char lo[32], hi[32];
+    collar_format_bytes_exact(low, lo, sizeof(lo));
+    if (low > SIZE_MAX / 2) {
+        snprintf(buf, len, "%s and up", lo);
+        return;
+    }
+    collar_format_bytes_exact(low * 2, hi, sizeof(hi));
+    snprintf(buf, len, "%s to under %s", lo, hi);
+}
+
+void collar_format_call(collar_coll_t coll, int comm_size, size_t bytes,
+                        collar_mem_kind_t mem, char *buf, size_t len)
+{
+    char range[80];
+    collar_format_range(bytes, range, sizeof(range));
+    snprintf(buf, len, "%s on %d rank%s, %s, %s memory", collar_coll_name(coll),
+             comm_size, collar_plural(comm_size), range,
+             collar_mem_kind_name(mem));
 }
 
 static collar_status_t parse_enum(const char *s, const char *const *choices,
@@ -637,6 +683,54 @@ static void load_row(const cfg_row_t *row, int quiet)
     }
 }
 
+/* The edit distance (insertions, deletions, substitutions) between a[0..la)
+ * and b, up to `most`: most + 1 when it is larger. */
+static size_t edit_distance(const char *a, size_t la, const char *b, size_t most)
+{
+    const size_t lb = strlen(b);
+    if ((la > lb ? la - lb : lb - la) > most || lb >= 64) {
+        return most + 1;
+    }
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++) {
+        row[j] = j;
+    }
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            const size_t up = row[j];
+            size_t d = diag + (a[i - 1] != b[j - 1]);
+            if (row[j - 1] + 1 < d) {
+                d = row[j - 1] + 1;
+            }
+            if (up + 1 < d) {
+                d = up + 1;
+            }
+            row[j] = d;
+            diag = up;
+        }
+    }
+    return row[lb] > most ? most + 1 : row[lb];
+}
+
+/* The known name closest to name[0..len), at most 3 edits away (the first
+ * of the closest), or NULL. */
+static const char *closest_name(const char *name, size_t len)
+{
+    const size_t most = 3;
+    const char *best = NULL;
+    size_t best_d = most + 1;
+    for (size_t i = 0; i < NROWS; i++) {
+        const size_t d = edit_distance(name, len, table[i].name, most);
+        if (d < best_d) {
+            best = table[i].name;
+            best_d = d;
+        }
+    }
+    return best;
+}
+
 static int config_loaded;
 
 void collar_config_load_quiet(int quiet)
@@ -682,12 +776,18 @@ void collar_config_load_quiet(int quiet)
         if (find_row(*e, len) != NULL) {
             continue;
         }
+        /* A typo: the known name it is closest to. */
+        const char *near = closest_name(*e, len);
+        char hint[96] = "";
+        if (near != NULL) {
+            snprintf(hint, sizeof(hint), "did you mean %s? ", near);
+        }
         if (quiet) {
-            collar_debug(ENV, "unknown variable %.*s is ignored (collar-info lists "
-                         "the known ones)", (int)len, *e);
+            collar_debug(ENV, "unknown variable %.*s is ignored (%scollar-info "
+                         "lists the known ones)", (int)len, *e, hint);
         } else {
-            collar_warn(ENV, "unknown variable %.*s is ignored (collar-info lists "
-                        "the known ones)", (int)len, *e);
+            collar_warn(ENV, "unknown variable %.*s is ignored (%scollar-info "
+                        "lists the known ones)", (int)len, *e, hint);
         }
     }
 }

@@ -78,6 +78,17 @@ void collar_expand_pattern(const char *pattern, int rank, char *out,
 /* 1 the first time `key` is seen in this process, 0 afterwards. */
 int collar_log_first(const char *key);
 
+/* Words in messages: "s" where n is not 1 ("%d rank%s"), and the article
+ * of a word ("%s %s rule": "an ipc rule", "a staged rule"). */
+static inline const char *collar_plural(long n)
+{
+    return n == 1 ? "" : "s";
+}
+const char *collar_article(const char *word);
+/* The same for a number as it is read ("an 8-rank", "an 11-rank", "a
+ * 2-rank communicator"). */
+const char *collar_article_n(long n);
+
 #define collar_log_enabled(level, sub)                                        \
     ((level) <= collar_log_level && ((sub) & collar_log_subsys))
 
@@ -244,6 +255,12 @@ collar_status_t collar_parse_long(const char *s, long min, long max, long *out);
 void collar_format_size(size_t bytes, char *buf, size_t len);
 /* For people: "4 KiB", "1.5 MiB", "12 B". */
 void collar_format_bytes(size_t bytes, char *buf, size_t len);
+/* For people, exactly: the largest binary unit that divides: "4 KiB",
+ * "1536 KiB", "1100 B". */
+void collar_format_bytes_exact(size_t bytes, char *buf, size_t len);
+/* The power-of-two size range `bytes` falls in, [2^k, 2^(k+1)), for
+ * people: "4 MiB to under 8 MiB", "1 B", "0 B". */
+void collar_format_range(size_t bytes, char *buf, size_t len);
 
 /* ------------------------------------------------------- injected failures */
 
@@ -526,6 +543,11 @@ typedef enum {
 
 /* "allreduce", "bcast", ..., "scatterv"; "unknown" out of range. */
 const char *collar_coll_name(collar_coll_t coll);
+/* "allreduce on 2 ranks, 4 MiB to under 8 MiB, device memory": what the
+ * info line that says what ran is about (the call's collective,
+ * communicator size, size range of `bytes` and memory kind). */
+void collar_format_call(collar_coll_t coll, int comm_size, size_t bytes,
+                        collar_mem_kind_t mem, char *buf, size_t len);
 /* COLLAR_COLLECTIVES: bit (coll - COLLAR_COLL_BCAST) for each collective
  * from bcast to scatterv. */
 #define COLLAR_COLLS_STAGEABLE (COLLAR_COLL_COUNT - COLLAR_COLL_BCAST)
@@ -572,6 +594,24 @@ void collar_select_finalize(void);
 const char *collar_select_sources(void);
 /* A hash of every rule in force (all ranks must agree). */
 uint64_t collar_select_hash(void);
+/* The sources of the rules as collar_select_init found them, strongest
+ * first after COLLAR_ALGORITHM (collar-info): i = 0 COLLAR_ALLREDUCE_RULES,
+ * 1 COLLAR_TUNING_FILE, 2 the site default, 3 the built-in rules; 0 past
+ * the last. */
+typedef enum {
+    COLLAR_SOURCE_UNSET,      /* not given (the site default: no file) */
+    COLLAR_SOURCE_IN_FORCE,
+    COLLAR_SOURCE_REJECTED    /* did not parse: ignored whole */
+} collar_source_state_t;
+struct collar_table_s;
+typedef struct {
+    const char                  *what;   /* "COLLAR_TUNING_FILE", ... */
+    const char                  *name;   /* its file's path, or NULL */
+    int                          state;  /* collar_source_state_t */
+    const struct collar_table_s *table;  /* in force */
+    const char                  *error;  /* rejected: the first error */
+} collar_rule_source_t;
+int collar_select_source(int i, collar_rule_source_t *out);
 /* A pure function of the key and the configuration. */
 void collar_select(const collar_select_key_t *key, collar_plan_t *plan);
 /* 1 when every rule any source has for host memory says native and nothing
@@ -609,7 +649,7 @@ typedef struct collar_rule_s {
     int           line;        /* line in its source (1-based) */
 } collar_rule_t;
 
-typedef struct {
+typedef struct collar_table_s {
     collar_rule_t *rules;
     int            nrules;
     int            version;       /* 1 or 2 (inline rules: 0 without a version line) */

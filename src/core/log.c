@@ -2,9 +2,14 @@
  * collar - logging.
  *
  * Lines look like
- *   collar host:1234:0 WARN ENV  COLLAR_LOG='loud' is invalid ... (config.c:210)
- * i.e. host, pid and rank, level, subsystem, message; warnings and errors
- * carry the source location.  Output goes to stderr or COLLAR_LOG_FILE.
+ *   collar host:1234:0 ERROR COLL cannot run allreduce with ipc: ... (allreduce.c:530)
+ *   collar host:1234:0 WARN ENV COLLAR_LOG='loud' is invalid ...
+ * i.e. host, pid and rank, level, subsystem, message.  Errors, warnings
+ * and the debug and trace levels carry collar's source location, for a
+ * report of collar's own trouble; a warning about the user's own
+ * environment or tables (subsystems ENV and TUNING) does not: it names
+ * the variable, file and line to change, and collar's file:line would
+ * only be noise (log_where).  Output goes to stderr or COLLAR_LOG_FILE.
  */
 #include "config.h"
 #include "core.h"
@@ -197,6 +202,15 @@ void collar_log_close(void)
     pthread_mutex_unlock(&log_lock);
 }
 
+/* Whether a line carries collar's source location (see the top). */
+static int log_where(collar_log_level_t level, unsigned subsys)
+{
+    if (level == COLLAR_LOG_WARN) {
+        return !(subsys & (COLLAR_SUB_ENV | COLLAR_SUB_TUNING));
+    }
+    return level == COLLAR_LOG_ERROR || level >= COLLAR_LOG_DEBUG;
+}
+
 void collar_log_write(collar_log_level_t level, unsigned subsys,
                       const char *file, int line, const char *fmt, ...)
 {
@@ -207,7 +221,7 @@ void collar_log_write(collar_log_level_t level, unsigned subsys,
     va_end(ap);
 
     char where[128] = "";
-    if (level <= COLLAR_LOG_WARN || level >= COLLAR_LOG_DEBUG) {
+    if (log_where(level, subsys)) {
         const char *base = strrchr(file, '/');
         snprintf(where, sizeof(where), " (%s:%d)", base ? base + 1 : file, line);
     }
@@ -222,6 +236,26 @@ void collar_log_write(collar_log_level_t level, unsigned subsys,
             rank, level_name(level), subsys_name(subsys), msg, where);
     fflush(out);
     pthread_mutex_unlock(&log_lock);
+}
+
+const char *collar_article(const char *word)
+{
+    return word != NULL && word[0] != '\0' && strchr("aeiouAEIOU", word[0]) != NULL
+           ? "an" : "a";
+}
+
+const char *collar_article_n(long n)
+{
+    /* The group of digits read first: "eight", "eleven", "eighteen",
+     * "eighty-", "eight hundred" begin with a vowel. */
+    if (n < 0) {
+        return "a";
+    }
+    while (n >= 1000) {
+        n /= 1000;
+    }
+    return n == 8 || n == 11 || n == 18 || (n >= 80 && n <= 89)
+           || (n >= 800 && n <= 899) ? "an" : "a";
 }
 
 /*

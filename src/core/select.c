@@ -44,6 +44,18 @@ static source_t sources[SRC_COUNT];
 static int      nsources;
 static char     in_force[1024];
 
+/* Every source as collar_select_init found it (collar_select_source). */
+static struct {
+    int  state;           /* collar_source_state_t */
+    int  index;           /* in sources[], when in force */
+    char name[1100];      /* a file's path, or "" */
+    char error[1024];     /* when rejected */
+} slots[SRC_COUNT];
+static const char *const slot_what[SRC_COUNT] = {
+    "COLLAR_ALLREDUCE_RULES", "COLLAR_TUNING_FILE", "site default",
+    "built-in rules",
+};
+
 const char *collar_select_sources(void)
 {
     return in_force;
@@ -66,22 +78,43 @@ static void add_source(const char *name, const collar_table_t *table)
     src->table = *table;
 }
 
-/* Parse or load one source; a source that does not parse is skipped, and
- * its message kept for the warning. */
-static void load_source(const char *name, const char *text, const char *path,
-                        char *err, size_t errlen)
+/* Parse or load the source of slot `slot`; a source that does not parse is
+ * skipped, and its message kept for the warning. */
+static void load_source(int slot, const char *name, const char *text,
+                        const char *path)
 {
     collar_table_t table;
+    char *err = slots[slot].error;
+    const size_t errlen = sizeof(slots[slot].error);
     err[0] = '\0';
+    snprintf(slots[slot].name, sizeof(slots[slot].name), "%s", path ? path : "");
     collar_status_t st = path != NULL
         ? collar_table_load(path, &table, err, errlen)
         : collar_table_parse(text, strlen(text), name, 1, &table, err, errlen);
     if (st == COLLAR_OK) {
         char label[1080];
         snprintf(label, sizeof(label), "%s%s", path ? "file " : "", name);
+        slots[slot].state = COLLAR_SOURCE_IN_FORCE;
+        slots[slot].index = nsources;
         add_source(label, &table);
         collar_debug(TUNING, "%s: %d rules", label, table.nrules);
+    } else {
+        slots[slot].state = COLLAR_SOURCE_REJECTED;
     }
+}
+
+int collar_select_source(int i, collar_rule_source_t *out)
+{
+    if (i < 0 || i >= SRC_COUNT) {
+        return 0;
+    }
+    out->what = slot_what[i];
+    out->name = slots[i].name[0] ? slots[i].name : NULL;
+    out->state = slots[i].state;
+    out->table = slots[i].state == COLLAR_SOURCE_IN_FORCE
+                 ? &sources[slots[i].index].table : NULL;
+    out->error = slots[i].state == COLLAR_SOURCE_REJECTED ? slots[i].error : NULL;
+    return 1;
 }
 
 collar_status_t collar_select_init(void)
@@ -96,16 +129,17 @@ collar_status_t collar_select_init(void)
     const int have_site = stat(site, &sb) == 0;
 
     /* One message per rejected source: inline, file, site. */
-    char errs[3][1024] = { "", "", "" };
     const char *what[3] = { "variable", "file", "file" };
     if (rules != NULL && rules[0] != '\0') {
-        load_source("COLLAR_ALLREDUCE_RULES", rules, NULL, errs[0], sizeof(errs[0]));
+        load_source(SRC_INLINE, "COLLAR_ALLREDUCE_RULES", rules, NULL);
     }
     if (file != NULL && file[0] != '\0') {
-        load_source(file, NULL, file, errs[1], sizeof(errs[1]));
+        load_source(SRC_FILE, file, NULL, file);
     }
     if (have_site) {
-        load_source(site, NULL, site, errs[2], sizeof(errs[2]));
+        load_source(SRC_SITE, site, NULL, site);
+    } else {
+        snprintf(slots[SRC_SITE].name, sizeof(slots[SRC_SITE].name), "%s", site);
     }
 
     collar_table_t builtin;
@@ -117,12 +151,14 @@ collar_status_t collar_select_init(void)
         collar_error(TUNING, "%s", err);
         return COLLAR_ERR_INVALID;
     }
+    slots[SRC_BUILTIN].state = COLLAR_SOURCE_IN_FORCE;
+    slots[SRC_BUILTIN].index = nsources;
     add_source("built-in rules", &builtin);
     describe_in_force();
     for (int i = 0; i < 3; i++) {
-        if (errs[i][0] != '\0') {
+        if (slots[i].state == COLLAR_SOURCE_REJECTED) {
             collar_warn_lead(TUNING, "%s; the whole %s is ignored; rules in force: %s",
-                             errs[i], what[i], in_force);
+                             slots[i].error, what[i], in_force);
         }
     }
     if (collar_log_lead) {
@@ -138,6 +174,7 @@ void collar_select_finalize(void)
     }
     nsources = 0;
     in_force[0] = '\0';
+    memset(slots, 0, sizeof(slots));
 }
 
 uint64_t collar_select_hash(void)

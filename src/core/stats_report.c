@@ -213,6 +213,9 @@ static void text_begin(FILE *out, const report_t *r, const head_t *h)
     fprintf(out, "# collar statistics\n");
     fprintf(out, "version: %s\n", PACKAGE_VERSION);
     fprintf(out, "ranks: %d\n", r->nranks);
+    fprintf(out, "totals: summed over the %d rank%s (calls, bytes, time_s; "
+            "_min, _mean, _max columns: one rank's)\n", r->nranks,
+            collar_plural(r->nranks));
     fprintf(out, "reporter: rank 0 host %s pid %ld\n", h->host, h->pid);
     fprintf(out, "tuning: %s\n", r->tuning);
     fprintf(out, "mode: %s\n", mode_name(r->mode));
@@ -387,7 +390,8 @@ static void json_begin(FILE *out, const report_t *r, const head_t *h)
 {
     fprintf(out, "{\n  \"schema\": \"collar-stats/1\",\n  \"version\": ");
     json_str(out, PACKAGE_VERSION);
-    fprintf(out, ",\n  \"ranks\": %d,\n  \"reporter\": {\"rank\": 0, \"host\": ", r->nranks);
+    fprintf(out, ",\n  \"ranks\": %d,\n  \"totals\": \"summed over ranks\",\n"
+            "  \"reporter\": {\"rank\": 0, \"host\": ", r->nranks);
     json_str(out, h->host);
     fprintf(out, ", \"pid\": %ld},\n  \"tuning\": ", h->pid);
     json_str(out, r->tuning);

@@ -187,7 +187,7 @@ static void plan_chosen(MPI_Comm comm, const collar_select_key_t *key,
                         collar_stats_call_t *stat)
 {
     if (plan->alg != COLLAR_ALG_IPC && plan->alg != COLLAR_ALG_HIER) {
-        collar_algo_log_choice(comm_rank(comm), key, plan);
+        collar_algo_log_choice(comm_rank(comm), key, plan, NULL);
     }
     last_alg = (int)plan->alg;
     if (stat != NULL) {

@@ -411,23 +411,27 @@ static collar_status_t copy_all(colls_call_t *cc, int out)
     return first;
 }
 
-/* Say once per collective, the first time it is staged, what happens. */
+/* Say what happens, as the allreduce does (collar_algo_log_choice): once
+ * per (collective, communicator size, size range, memory kind), from rank
+ * 0 of the communicator (all ranks stage alike), or from every rank at
+ * debug level.  Not for collar_colls_allreduce's calls: the allreduce says
+ * its plan, fallback included. */
 static void log_staged(const colls_call_t *cc)
 {
-    if (!collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL)) {
+    if (!collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL)
+        || cc->coll == COLLAR_COLL_ALLREDUCE) {
         return;
     }
-    char once[64];
-    snprintf(once, sizeof(once), "colls staged %d", (int)cc->coll);
-    /* From rank 0 of the communicator (all ranks stage alike), or from
-     * every rank at debug level. */
+    char call[160];
+    collar_format_call(cc->coll, cc->size, cc->bytes, cc->mem, call, sizeof(call));
+    char once[192];
+    snprintf(once, sizeof(once), "colls staged %s", call);
     if (!collar_log_first(once)
         || (cc->rank != 0 && !collar_log_enabled(COLLAR_LOG_DEBUG, COLLAR_SUB_COLL))) {
         return;
     }
-    collar_info(COLL, "%s %d ranks device: staged through host memory (the MPI "
-                "library does not take device pointers)",
-                collar_coll_name(cc->coll), cc->size);
+    collar_info(COLL, "%s: staged through host memory (the MPI library does "
+                "not take device pointers)", call);
 }
 
 /*

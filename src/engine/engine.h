@@ -68,10 +68,11 @@ void collar_engine_finalize(void);
 /* MPI_Query_thread: the level the application was told. */
 int collar_engine_query_thread(int *provided);
 /* MPI started without collar's MPI_Init: say why, once, from the first
- * rank (collar_engine_inactive), when libcollar.so loads into a process
- * whose MPI is initialised already (collar_engine_loaded; after_mpi: an MPI
- * library was loaded before collar), at the process's exit
- * (collar_engine_unseen_init) when nothing else said it. */
+ * rank: at info level (collar_engine_inactive: MPI_Session_init); as a
+ * warning when libcollar.so loads into a process whose MPI is initialised
+ * already (collar_engine_loaded; after_mpi: an MPI library was loaded
+ * before collar), or at the process's exit (collar_engine_unseen_init)
+ * when nothing else said it. */
 void collar_engine_inactive(const char *why);
 void collar_engine_loaded(int after_mpi);
 void collar_engine_unseen_init(void);

@@ -31,19 +31,20 @@ collar_engine_t collar_engine = { .dev = &collar_device_none };
  *                  host memory is native, decided by its classification;
  *   host_straight  host_direct with no statistics: the wrapper classifies
  *                  and calls the MPI library.
- * Not under COLLAR_CHECK (every call is checked across ranks); host_direct
- * not where the choice of each call is logged (info level, subsystem coll).
+ * None of them under COLLAR_CHECK (every call is checked across ranks), nor
+ * where what runs is said (info level, subsystem coll): host calls then
+ * take the whole way, to selection and its line
+ * (collar_algo_log_choice).
  */
 static void decide_paths(void)
 {
-    const int host_native = collar_select_host_native() && !collar_cfg.check;
+    const int host_native = collar_select_host_native() && !collar_cfg.check
+                            && !collar_log_enabled(COLLAR_LOG_INFO, COLLAR_SUB_COLL);
     collar_engine.pass_all = collar_engine.dev == &collar_device_none
                              && host_native;
     collar_paths.straight = collar_engine.pass_all && !collar_stats_on;
     collar_engine.host_direct = collar_engine.dev != &collar_device_none
-                                && host_native
-                                && !collar_log_enabled(COLLAR_LOG_INFO,
-                                                       COLLAR_SUB_COLL);
+                                && host_native;
     collar_paths.host_straight = collar_engine.host_direct && !collar_stats_on;
 }
 
@@ -165,8 +166,9 @@ static void collar_startup(void)
         collar_debug(INIT, "cannot tell whether every rank has collar (%s); "
                      "collar runs as if they all had", presence.why);
     } else {
-        collar_debug(INIT, "collar is loaded on all %d ranks (the launcher's "
-                     "%s key-value store)", size, presence.store);
+        collar_debug(INIT, "collar is loaded on %s%d rank%s (the launcher's "
+                     "%s key-value store)", size > 1 ? "all " : "", size,
+                     collar_plural(size), presence.store);
     }
     if (collar_select_init() != COLLAR_OK) {
         collar_paths.state = COLLAR_STATE_DISABLED;
@@ -210,8 +212,9 @@ static void collar_startup(void)
     collar_paths.state = COLLAR_STATE_ACTIVE;
     collar_colls_start(collar_engine.dev, collar_engine.mpi_cuda_aware);
     if (rank == 0) {
-        collar_info(INIT, "collar %s active: %d ranks, device %s, algorithm %s, "
-                    "MPI %s device pointers", PACKAGE_VERSION, size, collar_engine.dev->name,
+        collar_info(INIT, "collar %s active: %d rank%s, device %s, algorithm %s, "
+                    "MPI %s device pointers", PACKAGE_VERSION, size,
+                    collar_plural(size), collar_engine.dev->name,
                     collar_alg_name(collar_cfg.algorithm),
                     collar_engine.mpi_cuda_aware ? "takes" : "does not take");
     }
@@ -361,7 +364,9 @@ static int process_rank(void)
     return 0;
 }
 
-void collar_engine_inactive(const char *why)
+/* Say once, from the first rank, that collar is not active and why; `hint`:
+ * add how to load it in time, with this library's path. */
+static void inactive(collar_log_level_t level, const char *why, int hint)
 {
     static int said;
     if (said || collar_paths.state != COLLAR_STATE_OFF) {
@@ -372,17 +377,33 @@ void collar_engine_inactive(const char *why)
     collar_log_set_rank(rank);
     collar_config_load_quiet(rank != 0);
     collar_log_open(collar_cfg.log_file);
+    char how[2 * PATH_MAX + 256] = "";
+    if (hint) {
+        /* This very library, as the program would name it. */
+        Dl_info self;
+        char dir[PATH_MAX] = "...";
+        const char *path = "libcollar.so";
+        if (dladdr((void *)collar_engine_inactive, &self) != 0
+            && self.dli_fname != NULL && strchr(self.dli_fname, '/') != NULL) {
+            path = self.dli_fname;
+            snprintf(dir, sizeof(dir), "%.*s",
+                     (int)(strrchr(path, '/') - path), path);
+        }
+        snprintf(how, sizeof(how), "; load collar before MPI starts: "
+                 "mpi4py.profile('collar', path=['%s']) before `from mpi4py "
+                 "import MPI`, or LD_PRELOAD=%s", dir, path);
+    }
     if (rank == 0) {
-        collar_info(INIT, "collar is not active: %s; every MPI call goes "
-                    "straight to the MPI library", why);
+        collar_log_(level, COLLAR_SUB_INIT, "collar is not active: %s; every "
+                    "MPI call goes straight to the MPI library%s", why, how);
     }
     collar_log_close();
 }
 
-/* What to do where collar was loaded too late (README, Launchers). */
-#define COLLAR_LOAD_EARLIER "load collar before MPI starts: " \
-    "mpi4py.profile('collar', path=[...]) before `from mpi4py import MPI`, " \
-    "or libcollar.so in LD_PRELOAD"
+void collar_engine_inactive(const char *why)
+{
+    inactive(COLLAR_LOG_INFO, why, 0);
+}
 
 /* An MPI library was loaded before collar (collar_engine_loaded). */
 static int loaded_after_mpi;
@@ -391,8 +412,9 @@ static int loaded_after_mpi;
  * When libcollar.so loads (the after_mpi of src/interpose/abi.c): where MPI
  * is initialised already, collar's MPI_Init will never run, and collar
  * starts there: say so now, while the program can still be told which
- * call loaded collar too late.  Nothing in a process that has not started
- * MPI (the usual LD_PRELOAD, mpirun).
+ * call loaded collar too late.  A warning: whoever loaded collar asked
+ * for it.  Nothing in a process that has not started MPI (the usual
+ * LD_PRELOAD, mpirun).
  */
 void collar_engine_loaded(int after_mpi)
 {
@@ -402,10 +424,9 @@ void collar_engine_loaded(int after_mpi)
         || PMPI_Initialized(&init) != MPI_SUCCESS || !init) {
         return;
     }
-    collar_engine_inactive("libcollar.so was loaded after MPI_Init had run "
-                           "(mpi4py.profile called after `from mpi4py import "
-                           "MPI`, or a dlopen after MPI_Init), and collar "
-                           "starts in MPI_Init; " COLLAR_LOAD_EARLIER);
+    inactive(COLLAR_LOG_WARN, "libcollar.so was loaded after MPI_Init had run "
+             "(mpi4py.profile called after `from mpi4py import MPI`, or a "
+             "dlopen after MPI_Init), and collar starts in MPI_Init", 1);
 }
 
 /*
@@ -416,8 +437,9 @@ void collar_engine_loaded(int after_mpi)
  * RTLD_DEEPBIND or linked with -Bsymbolic against the MPI library, by a
  * statically linked MPI, or by a Fortran layer collar does not know.  (A
  * library loaded after collar, with dlopen, reaches collar's MPI_Init like
- * the program itself: tests/mpi/dlopen.test.)  Nothing at all is said in a
- * process that never started MPI (mpirun, a shell).
+ * the program itself: tests/mpi/dlopen.test.)  A warning, as above.
+ * Nothing at all is said in a process that never started MPI (mpirun, a
+ * shell).
  */
 void collar_engine_unseen_init(void)
 {
@@ -427,17 +449,16 @@ void collar_engine_unseen_init(void)
         return;
     }
     if (loaded_after_mpi) {
-        collar_engine_inactive("libcollar.so was loaded after the MPI library "
-                               "(with dlopen: mpi4py.profile after mpi4py "
-                               "loaded its MPI module), so MPI_Init went to "
-                               "the MPI library, not to collar; "
-                               COLLAR_LOAD_EARLIER);
+        inactive(COLLAR_LOG_WARN, "libcollar.so was loaded after the MPI "
+                 "library (with dlopen: mpi4py.profile after mpi4py loaded "
+                 "its MPI module), so MPI_Init went to the MPI library, not "
+                 "to collar", 1);
         return;
     }
-    collar_engine_inactive("MPI_Init was called without reaching collar's "
-                           "MPI_Init (a library bound to the MPI library "
-                           "directly: RTLD_DEEPBIND, -Bsymbolic, a static MPI, "
-                           "or a Fortran layer collar does not wrap)");
+    inactive(COLLAR_LOG_WARN, "MPI_Init was called without reaching collar's "
+             "MPI_Init (a library bound to the MPI library directly: "
+             "RTLD_DEEPBIND, -Bsymbolic, a static MPI, or a Fortran layer "
+             "collar does not wrap)", 0);
 }
 
 /* ------------------------------------------------------ collar's own API */

@@ -10,7 +10,9 @@
 #include "../algo/algo.h"
 #include "../mem/gdrcopy.h"
 #include "../mem/mem.h"
+#include "libpath.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -18,6 +20,8 @@
 
 static void usage(FILE *out)
 {
+    char lib[4096];
+    collar_tool_library_path(lib, sizeof(lib));
     fprintf(out,
         "Usage: collar-info [OPTION]\n"
         "Show what collar (the collective algorithm router for MPI) would do in\n"
@@ -29,7 +33,8 @@ static void usage(FILE *out)
         "                        else print the first error (file:line:column) and\n"
         "                        exit 1\n"
         "  --explain BYTES       say which rule and algorithm an allreduce of BYTES\n"
-        "                        per rank (K, M, G suffixes) would get, and why;\n"
+        "                        per rank (4194304, 4M, 4MiB, 4 MiB) would get,\n"
+        "                        and why;\n"
         "      --ranks N         ... on N ranks (default 2)\n"
         "      --nodes K         ... spread evenly over K nodes (default 1), or\n"
         "                        'unknown' (a communicator whose nodes collar\n"
@@ -43,10 +48,61 @@ static void usage(FILE *out)
         "\n"
         "The rules come from COLLAR_ALGORITHM, COLLAR_ALLREDUCE_RULES,\n"
         "COLLAR_TUNING_FILE, the site default and the built-in rules, in that\n"
-        "order, as in an MPI program (docs/tuning.md).\n"
+        "order, as in an MPI program (docs/tuning.md); collar-info without an\n"
+        "option lists those in force here, each with its hash.\n"
         "\n"
         "Use collar by preloading it under an MPI program:\n"
-        "  LD_PRELOAD=%s/libcollar.so mpirun -np 4 ./app\n", LIBDIR);
+        "  LD_PRELOAD=%s mpirun -np 4 ./app\n", lib);
+}
+
+/* The sources of the allreduce rules in force here, strongest first, as
+ * an MPI program would read them (collar_select_init), each with its
+ * table's hash (the one COLLAR_CHECK compares across ranks). */
+static void print_rules(void)
+{
+    printf("  allreduce rules   : the first source with a rule for the call "
+           "decides\n");
+    if (collar_cfg.algorithm != COLLAR_ALG_AUTO) {
+        printf("    COLLAR_ALGORITHM       : %s, forced on every call (the "
+               "sources below are not used)\n", collar_alg_name(collar_cfg.algorithm));
+    } else {
+        printf("    COLLAR_ALGORITHM       : auto (not forced)\n");
+    }
+    if (collar_select_init() != COLLAR_OK) {
+        printf("    (the built-in rules do not parse)\n");
+        return;
+    }
+    collar_rule_source_t src;
+    for (int i = 0; collar_select_source(i, &src); i++) {
+        printf("    %-22s : ", src.what);
+        if (src.state == COLLAR_SOURCE_UNSET) {
+            if (src.name != NULL) {
+                printf("none (no %s)\n", src.name);
+            } else {
+                printf("not set\n");
+            }
+            continue;
+        }
+        if (src.name != NULL) {
+            printf("%s: ", src.name);
+        }
+        if (src.state == COLLAR_SOURCE_REJECTED) {
+            printf("ignored whole, it does not parse: %s\n", src.error);
+            continue;
+        }
+        const collar_table_t *t = src.table;
+        printf("%d rule%s, hash %016llx%s%s\n", t->nrules, collar_plural(t->nrules),
+               (unsigned long long)t->hash, t->system[0] ? ", system: " : "",
+               t->system);
+    }
+    if (collar_cfg.chunk_size != 0) {
+        char size[32];
+        collar_format_bytes_exact(collar_cfg.chunk_size, size, sizeof(size));
+        printf("    COLLAR_CHUNK_SIZE      : %s, the chunk of every rule\n", size);
+    }
+    printf("    all together           : hash %016llx\n",
+           (unsigned long long)collar_select_hash());
+    collar_select_finalize();
 }
 
 static void print_environment(void)
@@ -91,6 +147,7 @@ static void print_environment(void)
 #endif
            );
     printf("  tuning tables     : %s\n", COLLAR_TUNINGDIR);
+    print_rules();
     printf("\nCOLLAR_* variables (value in force, default, meaning):\n");
 }
 
@@ -107,9 +164,10 @@ static int check_table(const char *path)
         const collar_rule_t *r = &table.rules[i];
         if (r->chunk != 0 && r->alg != COLLAR_ALG_CHUNKED
             && r->alg != COLLAR_ALG_RING) {
-            fprintf(stderr, "%s:%d: warning: chunk= has no effect on a %s rule "
+            fprintf(stderr, "%s:%d: warning: chunk= has no effect on %s %s rule "
                     "(only chunked and ring cut messages into chunks)\n", path,
-                    r->line, collar_alg_name(r->alg));
+                    r->line, collar_article(collar_alg_name(r->alg)),
+                    collar_alg_name(r->alg));
         }
         if (collar_rule_shaped(r)) {
             /* Valid but dead: no communicator of its ranks has its shape
@@ -126,18 +184,21 @@ static int check_table(const char *path)
         }
         if (r->gdrcopy != 0 && r->alg != COLLAR_ALG_STAGED
             && r->alg != COLLAR_ALG_CHUNKED) {
-            fprintf(stderr, "%s:%d: warning: gdrcopy= has no effect on a %s "
+            fprintf(stderr, "%s:%d: warning: gdrcopy= has no effect on %s %s "
                     "rule (only staged and chunked copy through GDRCopy)\n",
-                    path, r->line, collar_alg_name(r->alg));
+                    path, r->line, collar_article(collar_alg_name(r->alg)),
+                    collar_alg_name(r->alg));
         }
         if (r->oneshot != 0 && r->alg != COLLAR_ALG_IPC) {
-            fprintf(stderr, "%s:%d: warning: oneshot= has no effect on a %s "
+            fprintf(stderr, "%s:%d: warning: oneshot= has no effect on %s %s "
                     "rule (only ipc has a one-shot threshold)\n", path, r->line,
+                    collar_article(collar_alg_name(r->alg)),
                     collar_alg_name(r->alg));
         }
     }
-    printf("%s: valid tuning table, %d rule%s%s%s\n", path, table.nrules,
-           table.nrules == 1 ? "" : "s", table.system[0] ? ", system: " : "",
+    printf("%s: valid tuning table, %d rule%s, hash %016llx%s%s\n", path,
+           table.nrules, collar_plural(table.nrules),
+           (unsigned long long)table.hash, table.system[0] ? ", system: " : "",
            table.system);
     collar_table_free(&table);
     return 0;
@@ -171,7 +232,7 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
     collar_mem_kind_t mem;
     if (collar_parse_size(bytes_arg, &bytes) != COLLAR_OK) {
         fprintf(stderr, "collar-info: --explain expects a size in bytes (e.g. "
-                "4096, 64K, 16M), not '%s'\n", bytes_arg);
+                "4096, 64K, 16M, \"4 MiB\"), not '%s'\n", bytes_arg);
         return 2;
     }
     if (collar_parse_long(ranks_arg, 1, INT_MAX, &ranks) != COLLAR_OK) {
@@ -213,8 +274,9 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
     collar_select(&key, &plan);
     char size[32];
     collar_format_bytes(bytes, size, sizeof(size));
-    printf("allreduce of %zu bytes (%s) per rank, %ld rank%s, %s memory\n",
-           bytes, size, ranks, ranks == 1 ? "" : "s", collar_mem_kind_name(mem));
+    printf("allreduce of %zu byte%s (%s) per rank, %ld rank%s, %s memory\n",
+           bytes, collar_plural((long)bytes), size, ranks, collar_plural(ranks),
+           collar_mem_kind_name(mem));
     if (nodes == 0) {
         printf("  nodes          : unknown (only rules without a node shape "
                "match)\n");
@@ -304,6 +366,7 @@ static int explain(const char *bytes_arg, const char *ranks_arg,
 
 int main(int argc, char **argv)
 {
+    static char explain_joined[64];
     int only_vars = 0, markdown = 0;
     const char *check = NULL, *explain_bytes = NULL;
     const char *ranks = "2", *nodes = "1", *memory = "device";
@@ -323,6 +386,18 @@ int main(int argc, char **argv)
             check = argv[++i];
         } else if (strcmp(argv[i], "--explain") == 0 && has_value) {
             explain_bytes = argv[++i];
+            /* "--explain 4 MiB": the unit as a word of its own. */
+            size_t v;
+            char joined[64];
+            if (i + 1 < argc && isalpha((unsigned char)argv[i + 1][0])
+                && strlen(argv[i + 1]) < 8 && strlen(explain_bytes) < 32) {
+                snprintf(joined, sizeof(joined), "%s %s", explain_bytes, argv[i + 1]);
+                if (collar_parse_size(joined, &v) == COLLAR_OK) {
+                    snprintf(explain_joined, sizeof(explain_joined), "%s", joined);
+                    explain_bytes = explain_joined;
+                    i++;
+                }
+            }
         } else if (strcmp(argv[i], "--ranks") == 0 && has_value) {
             ranks = argv[++i];
         } else if (strcmp(argv[i], "--nodes") == 0 && has_value) {

@@ -21,6 +21,7 @@
 #define _GNU_SOURCE
 #include "tune.h"
 #include "../mem/mem.h"
+#include "libpath.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -281,9 +282,9 @@ static int measure(MPI_Comm comm, size_t bytes, const cand_t *c, double best,
         if (world_rank == 0 && !fell_back[c->alg]) {
             fell_back[c->alg] = 1;
             progress_clear();
-            fprintf(stderr, PROG ": %s falls back to %s on %d ranks here (it "
+            fprintf(stderr, PROG ": %s falls back to %s on %d rank%s here (it "
                     "runs on %s): not measured where it falls back\n",
-                    collar_alg_name(c->alg), ran, size,
+                    collar_alg_name(c->alg), ran, size, collar_plural(size),
                     c->alg == COLLAR_ALG_HIER ? "communicators that span nodes"
                     : c->alg == COLLAR_ALG_IPC ? "communicators of one node"
                     : c->alg == COLLAR_ALG_NCCL ? "processes that can load NCCL"
@@ -661,7 +662,8 @@ static void compare_ranks(MPI_Comm comm, int ranks, double *max_regret,
                 fflush(stdout);
                 if (regret > *max_regret) {
                     *max_regret = regret;
-                    snprintf(max_at, max_at_len, "%d ranks, %s", ranks, s);
+                    snprintf(max_at, max_at_len, "%d rank%s, %s", ranks,
+                             collar_plural(ranks), s);
                 }
             }
         }
@@ -684,8 +686,10 @@ static void check_preloaded(void)
     last_algorithm = (const char *(*)(void))dlsym(RTLD_DEFAULT, "collar_last_algorithm");
     lib_device = (const char *(*)(void))dlsym(RTLD_DEFAULT, "collar_device_name");
     if (set_algorithm == NULL || lib_active == NULL) {
+        char lib[4096];
+        collar_tool_library_path(lib, sizeof(lib));
         fail("collar-tune must run with libcollar preloaded: "
-             "LD_PRELOAD=%s/libcollar.so", LIBDIR);
+             "LD_PRELOAD=%s", lib);
     }
 }
 

@@ -3,6 +3,7 @@
  * (before MPI_Init); only the lead one prints.
  */
 #include "tune.h"
+#include "libpath.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -39,8 +40,10 @@ const char *find_gnuplot(void)
 static void usage(FILE *out)
 {
     const char *gp = find_gnuplot();
+    char lib[4096];
+    collar_tool_library_path(lib, sizeof(lib));
     fprintf(out,
-        "Usage: mpirun -np N env LD_PRELOAD=%s/libcollar.so \\\n"
+        "Usage: mpirun -np N env LD_PRELOAD=%s \\\n"
         "           " PROG " --output FILE [OPTION]...\n"
         "Measure collar's allreduce algorithms on this system and write a tuning\n"
         "table that collar then uses (COLLAR_TUNING_FILE=FILE, or install it as\n"
@@ -102,7 +105,7 @@ static void usage(FILE *out)
         "the winner and another candidate stay within a noise above\n"
         "--max-spread after --repeats, the table marks the choice and a warning\n"
         "names the size.  Exit status: 0 done, 1 cannot tune here, 2 bad option.\n",
-        LIBDIR, COLLAR_TUNINGDIR,
+        lib, COLLAR_TUNINGDIR,
         gp ? "found at " : "not found on this system's PATH, so --plot\n"
                            "                        is refused",
         gp ? gp : "");

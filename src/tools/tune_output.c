@@ -139,8 +139,8 @@ void progress(int ranks, size_t bytes, const cand_t *c, int round)
     if (round > 0) {
         snprintf(again, sizeof(again), " (repeat %d)", round);
     }
-    fprintf(stderr, "\r\033[K" PROG ": %d ranks, %s, %s%s  %3.0f%%  ~%s left%s%s",
-            ranks, size, cand, again, 100 * frac, left,
+    fprintf(stderr, "\r\033[K" PROG ": %d rank%s, %s, %s%s  %3.0f%%  ~%s left%s%s",
+            ranks, collar_plural(ranks), size, cand, again, 100 * frac, left,
             progress_last[0] ? "  last: " : "", progress_last);
     fflush(stderr);
 }
@@ -242,7 +242,7 @@ void report_point(int ranks, const point_t *p)
                  tune_in_doubt(p, opt.max_spread, NULL) ? " (within noise)" : "");
         return;
     }
-    fprintf(stderr, PROG ": %d ranks, %s%s: %s\n", ranks, size,
+    fprintf(stderr, PROG ": %d rank%s, %s%s: %s\n", ranks, collar_plural(ranks), size,
             p->refined ? " (crossover)" : "", choice);
 }
 
@@ -263,8 +263,9 @@ static int noisy_sizes(char *buf, size_t len)
             char s[32];
             collar_format_size(t->points[i].bytes, s, sizeof(s));
             if (here++ == 0) {
-                n += (size_t)snprintf(buf + n, len - n, "%s%d ranks at %s",
-                                      count ? "; " : "", t->ranks, s);
+                n += (size_t)snprintf(buf + n, len - n, "%s%d rank%s at %s",
+                                      count ? "; " : "", t->ranks,
+                                      collar_plural(t->ranks), s);
             } else {
                 n += (size_t)snprintf(buf + n, len - n, ", %s", s);
             }
@@ -408,7 +409,8 @@ static void environment_line(text_t *tx)
 static void build_table(text_t *tx, double elapsed)
 {
     system_header(tx, "measured");
-    tprintf(tx, "# job: %d ranks; tuned communicator sizes:", world_size);
+    tprintf(tx, "# job: %d rank%s; tuned communicator sizes:", world_size,
+            collar_plural(world_size));
     for (int i = 0; i < ntuned; i++) {
         tprintf(tx, " %d", tuned[i].ranks);
     }
@@ -449,8 +451,9 @@ static void build_table(text_t *tx, double elapsed)
     if (time_up) {
         char b[32];
         collar_format_size(time_up_bytes, b, sizeof(b));
-        tprintf(tx, "# incomplete: time limit reached at %zu bytes (%s, %d ranks); "
-                "larger sizes take the last winner", time_up_bytes, b, time_up_ranks);
+        tprintf(tx, "# incomplete: time limit reached at %zu bytes (%s, %d rank%s); "
+                "larger sizes take the last winner", time_up_bytes, b, time_up_ranks,
+                collar_plural(time_up_ranks));
         int skipped = 0;
         for (int i = 0; i < opt.nranks; i++) {
             int found = 0;
@@ -502,7 +505,7 @@ static void build_table(text_t *tx, double elapsed)
         }
         range_t ranges[MAX_POINTS];
         int nr = tune_make_ranges(t, ranges);
-        tprintf(tx, "\n# %d ranks", t->ranks);
+        tprintf(tx, "\n# %d rank%s", t->ranks, collar_plural(t->ranks));
         if (t->nodes > 0) {
             tprintf(tx, " on %d node%s", t->nodes, t->nodes == 1 ? "" : "s");
         }
@@ -651,8 +654,8 @@ void write_plot(void)
         int nc = tune_candidates(&opt, opt.max + 1, cs);
         range_t ranges[MAX_POINTS];
         int nr = tune_make_ranges(t, ranges);
-        fprintf(s, "unset object\nunset label\nset title '%d ranks, %s memory'\n",
-                t->ranks, opt.device ? "device" : "host");
+        fprintf(s, "unset object\nunset label\nset title '%d rank%s, %s memory'\n",
+                t->ranks, collar_plural(t->ranks), opt.device ? "device" : "host");
         for (int i = 0; i < nr; i++) {
             double lo = ranges[i].lo ? (double)ranges[i].lo : (double)opt.min / 2;
             double hi = ranges[i].hi != SIZE_MAX ? (double)ranges[i].hi
@@ -671,7 +674,7 @@ void write_plot(void)
             fmt_cand(&cs[c], w, sizeof(w));
             fprintf(s, "%s '%s' index %d using 1:2 with linespoints title '%s'",
                     c ? ", \\\n    " : " ", data, block + c, w);
-            fprintf(d, "# %d ranks, %s\n", t->ranks, w);
+            fprintf(d, "# %d rank%s, %s\n", t->ranks, collar_plural(t->ranks), w);
             for (int i = 0; i < t->npoints; i++) {
                 const point_t *p = &t->points[i];
                 for (int m = 0; m < p->nmeas; m++) {

@@ -1,8 +1,8 @@
 /*
  * The demo: an unmodified MPI program doing one allreduce of 1 Mi floats.
  * Run under collar on the sim device it goes through the device path
- * (staged); collar says what it chose (COLLAR_LOG=info) and the program
- * checks the result on every rank.
+ * (ipc, the built-in rules' choice on one node); collar says what ran
+ * (COLLAR_LOG=info) and the program checks the result on every rank.
  */
 #include <mpi.h>
 #include <stdio.h>

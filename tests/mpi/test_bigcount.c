@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(HAVE_PMPI_ALLREDUCE_C)
 static long mem_available_gib(void)
 {
     FILE *f = fopen("/proc/meminfo", "r");
@@ -27,6 +28,7 @@ static long mem_available_gib(void)
     }
     return kb < 0 ? -1 : kb >> 20;
 }
+#endif
 
 int main(int argc, char **argv)
 {

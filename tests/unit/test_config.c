@@ -18,10 +18,13 @@ static void test_sizes(void)
         { "0", 0 }, { "4096", 4096 }, { "64K", 65536 }, { "64k", 65536 },
         { "1M", 1u << 20 }, { "1MiB", 1u << 20 }, { "2G", (size_t)2 << 30 },
         { "3KB", 3072 }, { "1T", (size_t)1 << 40 },
+        /* as people write sizes (collar-info --explain 4 MiB) */
+        { "4 MiB", (size_t)4 << 20 }, { "4 M", (size_t)4 << 20 },
+        { "4MiB", (size_t)4 << 20 }, { "12 B", 12 }, { "64 kb", 65536 },
     };
     static const char *const bad[] = {
         "", "-1", "K", "1X", "1.5M", " 1", "1 ", "1MM", "99999999999999999999",
-        "17179869184G", "0x10",
+        "17179869184G", "0x10", "4  MiB", "4 MiB ", "4 X", " 4 MiB", "4 ",
     };
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         size_t v = 12345;
@@ -34,6 +37,56 @@ static void test_sizes(void)
         collar_status_t st = collar_parse_size(bad[i], &v);
         UNIT_CHECK(st == COLLAR_ERR_INVALID && v == 12345, "'%s' accepted", bad[i]);
     }
+}
+
+/* The words of the info line that says what ran. */
+static void test_words(void)
+{
+    static const struct { size_t v; const char *exact, *range; } cases[] = {
+        { 0, "0 B", "0 B" },
+        { 1, "1 B", "1 B" },
+        { 3, "3 B", "2 B to under 4 B" },
+        { 1100, "1100 B", "1 KiB to under 2 KiB" },
+        { 1536, "1536 B", "1 KiB to under 2 KiB" },
+        { 65536, "64 KiB", "64 KiB to under 128 KiB" },
+        { (size_t)16 << 20, "16 MiB", "16 MiB to under 32 MiB" },
+        { ((size_t)4 << 20) + 1, "4194305 B", "4 MiB to under 8 MiB" },
+        { (size_t)3 << 30, "3 GiB", "2 GiB to under 4 GiB" },
+    };
+    char buf[128];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        collar_format_bytes_exact(cases[i].v, buf, sizeof(buf));
+        UNIT_CHECK(strcmp(buf, cases[i].exact) == 0, "%zu: '%s'", cases[i].v, buf);
+        collar_format_range(cases[i].v, buf, sizeof(buf));
+        UNIT_CHECK(strcmp(buf, cases[i].range) == 0, "%zu: '%s'", cases[i].v, buf);
+    }
+    collar_format_range(SIZE_MAX, buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "8 EiB and up") == 0, "SIZE_MAX: '%s'", buf);
+    collar_format_call(COLLAR_COLL_ALLREDUCE, 2, (size_t)16 << 20,
+                       COLLAR_MEM_DEVICE, buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "allreduce on 2 ranks, 16 MiB to under 32 MiB, "
+                      "device memory") == 0, "'%s'", buf);
+    collar_format_call(COLLAR_COLL_BCAST, 1, 8, COLLAR_MEM_HOST, buf, sizeof(buf));
+    UNIT_CHECK(strcmp(buf, "bcast on 1 rank, 8 B to under 16 B, host memory") == 0,
+               "'%s'", buf);
+}
+
+/* Words in messages: "1 rank", "an ipc rule", "an 8-rank communicator". */
+static void test_grammar(void)
+{
+    UNIT_CHECK(strcmp(collar_article("ipc"), "an") == 0, "an ipc");
+    UNIT_CHECK(strcmp(collar_article("staged"), "a") == 0, "a staged");
+    static const struct { long n; const char *a; } nums[] = {
+        { 1, "a" }, { 2, "a" }, { 8, "an" }, { 11, "an" }, { 18, "an" },
+        { 80, "an" }, { 86, "an" }, { 100, "a" }, { 800, "an" }, { 8000, "an" },
+        { 11000, "an" }, { 1100, "a" }, { 28, "a" },
+    };
+    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+        UNIT_CHECK(strcmp(collar_article_n(nums[i].n), nums[i].a) == 0,
+                   "%s %ld", collar_article_n(nums[i].n), nums[i].n);
+    }
+    UNIT_CHECK(strcmp(collar_plural(1), "") == 0 && strcmp(collar_plural(2), "s") == 0,
+               "1 rank, 2 ranks");
 }
 
 static void test_scalars(void)
@@ -89,6 +142,7 @@ static void test_load(void)
     setenv("COLLAR_LOG_SUBSYS", "coll,,mem", 1);   /* malformed list */
     setenv("COLLAR_SIM_STREAMS", "4", 1);          /* good */
     setenv("COLLAR_DISABLED", "1", 1);             /* a typo */
+    setenv("COLLAR_NO_SUCH_THING", "1", 1);        /* close to nothing */
     setenv("COLLAR_CHUNK_SIZE", "8G", 1);          /* above 1G, as tables */
     setenv("COLLAR_LOG", "warn", 1);
 
@@ -112,36 +166,47 @@ static void test_load(void)
     FILE *f = fopen(path, "r");
     char line[2048];
     int warnings = 0, jitter = 0, pool = 0, alg = 0, subsys = 0, typo = 0;
-    int chunk = 0;
+    int chunk = 0, located = 0, unknown = 0;
     while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
         if (strstr(line, " WARN ") == NULL) {
             continue;
         }
         warnings++;
+        /* About the user's environment: no "(config.c:123)" of collar's. */
+        located += strstr(line, ".c:") != NULL;
         jitter += strstr(line, "COLLAR_SIM_JITTER='-5' is invalid: expected an "
                          "integer from 0 to 1000000; using the default '0'") != NULL;
         pool += strstr(line, "COLLAR_STAGING_POOL='12Q' is invalid") != NULL;
         alg += strstr(line, "COLLAR_ALGORITHM='ring-of-fire' is invalid: expected "
                       "one of: auto, native, staged") != NULL;
         subsys += strstr(line, "COLLAR_LOG_SUBSYS='coll,,mem' is invalid") != NULL;
-        typo += strstr(line, "unknown variable COLLAR_DISABLED is ignored") != NULL;
+        typo += strstr(line, "unknown variable COLLAR_DISABLED is ignored (did "
+                       "you mean COLLAR_DISABLE? collar-info lists the known "
+                       "ones)") != NULL;
+        unknown += strstr(line, "unknown variable COLLAR_NO_SUCH_THING is "
+                          "ignored (collar-info lists the known ones)") != NULL;
         chunk += strstr(line, "COLLAR_CHUNK_SIZE='8G' is invalid: expected a size "
                         "in bytes from 0 to 1G") != NULL;
     }
     if (f != NULL) {
         fclose(f);
     }
-    UNIT_CHECK(warnings == 6, "%d warnings, expected 6", warnings);
+    UNIT_CHECK(warnings == 7, "%d warnings, expected 7", warnings);
+    UNIT_CHECK(located == 0, "%d warnings about the environment carry a "
+               "source location", located);
     UNIT_CHECK(jitter == 1 && pool == 1 && alg == 1 && subsys == 1 && typo == 1
-               && chunk == 1,
+               && chunk == 1 && unknown == 1,
                "each warning once: jitter %d pool %d alg %d subsys %d typo %d "
-               "chunk %d", jitter, pool, alg, subsys, typo, chunk);
+               "chunk %d unknown %d", jitter, pool, alg, subsys, typo, chunk,
+               unknown);
     unlink(path);
 }
 
 int main(void)
 {
     test_sizes();
+    test_grammar();
+    test_words();
     test_scalars();
     test_pattern();
     test_first();
