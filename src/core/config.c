@@ -309,7 +309,9 @@ static const cfg_row_t table[] = {
       "error), split:N (the N-th of collar's communicators, its own or nccl's "
       "set-up one, cannot be made here), "
       "zcalloc:1 (no memory for ipc zero-copy's bookkeeping), query:N (the "
-      "cuda backend's N-th pointer query fails as after a sticky error).",
+      "cuda backend's N-th pointer query fails as after a sticky error), "
+      "store:1 (the launcher's key-value store is not read at MPI_Init: "
+      "collar cannot tell which ranks have it, nor their settings).",
       FIELD(sim_fail), NULL, 0, 0 },
     { "COLLAR_SIM_STRICT", CFG_BOOL, "0",
       "sim device: before each schedule runs, abort if a buffer it hands to "
@@ -585,11 +587,11 @@ static void expected_form(const cfg_row_t *row, char *buf, size_t len)
 
 /* Parse `s` for `row` into collar_cfg; on error `bad` may name the token
  * that is wrong. */
-static collar_status_t apply(const cfg_row_t *row, const char *s, char *bad,
-                             size_t badlen)
+static collar_status_t apply_to(collar_config_t *cfg, const cfg_row_t *row,
+                                const char *s, char *bad, size_t badlen)
 {
     bad[0] = '\0';
-    char *field = (char *)&collar_cfg + row->offset;
+    char *field = (char *)cfg + row->offset;
     switch (row->type) {
     case CFG_BOOL: {
         int v;
@@ -637,6 +639,12 @@ static collar_status_t apply(const cfg_row_t *row, const char *s, char *bad,
     }
     }
     return COLLAR_ERR_INVALID;
+}
+
+static collar_status_t apply(const cfg_row_t *row, const char *s, char *bad,
+                             size_t badlen)
+{
+    return apply_to(&collar_cfg, row, s, bad, badlen);
 }
 
 static const cfg_row_t *find_row(const char *name, size_t len)
@@ -812,9 +820,10 @@ void collar_config_load(void)
     collar_config_load_quiet(0);
 }
 
-static void format_value(const cfg_row_t *row, char *buf, size_t len)
+static void format_value_of(const collar_config_t *cfg, const cfg_row_t *row,
+                            char *buf, size_t len)
 {
-    const char *field = (const char *)&collar_cfg + row->offset;
+    const char *field = (const char *)cfg + row->offset;
     switch (row->type) {
     case CFG_BOOL:
         snprintf(buf, len, "%d", *(const int *)field);
@@ -851,6 +860,34 @@ static void format_value(const cfg_row_t *row, char *buf, size_t len)
     case CFG_STRING:
         snprintf(buf, len, "%s", *(char *const *)field);
         break;
+    }
+}
+
+static void format_value(const cfg_row_t *row, char *buf, size_t len)
+{
+    format_value_of(&collar_cfg, row, buf, len);
+}
+
+void collar_config_env_value(const char *name, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    const cfg_row_t *row = find_row(name, strlen(name));
+    if (row == NULL || len == 0) {
+        return;
+    }
+    collar_config_t tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    char bad[80];
+    if (apply_to(&tmp, row, row->dflt, bad, sizeof(bad)) != COLLAR_OK) {
+        return;
+    }
+    const char *s = getenv(name);
+    if (s != NULL) {
+        (void)apply_to(&tmp, row, s, bad, sizeof(bad));
+    }
+    format_value_of(&tmp, row, buf, len);
+    if (row->type == CFG_STRING) {
+        free(*(char **)((char *)&tmp + row->offset));
     }
 }
 

@@ -243,6 +243,9 @@ void collar_config_load_quiet(int quiet);
  * environment makes for enumerated variable `name`, as an index into its
  * choices; the default's when unset or invalid (said when it is loaded). */
 int collar_config_env_choice(const char *name);
+/* The same for any variable, as collar would read it (the default's when
+ * unset or invalid), formatted as collar-info prints values. */
+void collar_config_env_value(const char *name, char *buf, size_t len);
 /* Print the table: name, value in force, default, help. */
 void collar_config_print(FILE *out, int markdown);
 
@@ -273,14 +276,15 @@ void collar_format_range(size_t bytes, char *buf, size_t len);
  * creation, the table of nodes, a communicator's node shape, collar's
  * agreement collectives (a local MPI error), the split of collar's
  * communicator, ipc zero-copy's bookkeeping, the cuda backend's pointer
- * query (a sticky error).
+ * query (a sticky error), the launcher's key-value store (as where there
+ * is none).
  */
 typedef enum {
     COLLAR_FAULT_ALLOC, COLLAR_FAULT_COPY, COLLAR_FAULT_IPCOPEN,
     COLLAR_FAULT_IPCKILL, COLLAR_FAULT_EXPORT, COLLAR_FAULT_THREAD,
     COLLAR_FAULT_NODES, COLLAR_FAULT_SHAPE, COLLAR_FAULT_AGREE,
     COLLAR_FAULT_SPLIT, COLLAR_FAULT_ZEROCOPY, COLLAR_FAULT_QUERY,
-    COLLAR_FAULT_COUNT
+    COLLAR_FAULT_STORE, COLLAR_FAULT_COUNT
 } collar_fault_t;
 
 /* Parse the specification (NULL or empty: none); a malformed one is one
@@ -457,7 +461,9 @@ collar_status_t collar_comm_dup_private(MPI_Comm comm, MPI_Comm *out);
 typedef enum {
     COLLAR_PRESENCE_UNKNOWN,   /* no store answered: as if every process had it */
     COLLAR_PRESENCE_ALL,
-    COLLAR_PRESENCE_PARTIAL    /* some process has no collar */
+    COLLAR_PRESENCE_PARTIAL,   /* some process has no collar */
+    COLLAR_PRESENCE_DIFFERENT  /* every one has it, with settings that make
+                                * different collectives (what) */
 } collar_presence_state_t;
 
 typedef struct {
@@ -468,6 +474,7 @@ typedef struct {
     int  missing;              /* how many ranks have none */
     char ranks[192];           /* those ranks: "0,2-5" */
     char hosts[192];           /* their hosts where known, else "" */
+    char what[512];            /* DIFFERENT: which setting, on which ranks */
 } collar_presence_t;
 
 /* In MPI_Init, before the MPI library starts: put this process's key

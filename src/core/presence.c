@@ -66,6 +66,8 @@
 #define PRESENCE_FETCH_TIMEOUT_S 5
 /* How long a PMI-1 answer may take (Hydra answers at once). */
 #define PRESENCE_PMI_TIMEOUT_MS 30000
+/* The longest value a process puts: its host and its settings. */
+#define SETTINGS_MAX 384
 
 /* ------------------------------------------------------------ PMIx's ABI */
 
@@ -124,8 +126,150 @@ static struct {
     pmix_get_nb_fn  get_nb;
     int             pmi_fd;
     char            kvsname[256];
+    char            value[SETTINGS_MAX];  /* this process's: host/settings */
 } pr = { .why = "no launcher key-value store found (neither PMIx nor "
                 "PMI_FD in the environment)", .pmi_fd = -1 };
+
+/* -------------------------------------------------------------- settings
+ *
+ * The settings that decide which collectives collar makes, on which
+ * communicator, or how it cuts a message: two ranks that differ in one of
+ * them make different collectives for the same call of the application,
+ * and the job hangs or fails inside the MPI library.  Each process puts
+ * them with its key, and a difference is found before any collective of
+ * collar's, as a missing collar is.  Values as collar reads them (a bad
+ * value counts as the default it falls back to); the rules in force as a
+ * hash of the inline rules and of the bytes of the tuning file and of the
+ * site default (a copy that differs, even in a comment, is a difference:
+ * the tables must be the same file on every node).  COLLAR_PROGRESS,
+ * COLLAR_IPC_ZEROCOPY(_MIN) and the node shape are agreed by collectives
+ * of their own; the rest (logging, pools, pointer cache, synchronisation,
+ * fault injection) stays inside the process.
+ */
+static const struct {
+    const char *name;       /* the variable, or a description */
+    const char *says;       /* how the message names it */
+} settings[] = {
+    { "version",                "collar's version" },
+    { "COLLAR_DISABLE",         "COLLAR_DISABLE" },
+    { "COLLAR_DEVICE",          "COLLAR_DEVICE (none or a device backend)" },
+    { "COLLAR_ALGORITHM",       "COLLAR_ALGORITHM" },
+    { "rules",                  "the allreduce rules (COLLAR_ALLREDUCE_RULES, "
+                                "COLLAR_TUNING_FILE's or the site default's contents)" },
+    { "COLLAR_CHUNK_SIZE",      "COLLAR_CHUNK_SIZE" },
+    { "COLLAR_MPI_CUDA_AWARE",  "COLLAR_MPI_CUDA_AWARE" },
+    { "COLLAR_CHECK",           "COLLAR_CHECK" },
+    { "COLLAR_STATS",           "COLLAR_STATS" },
+};
+#define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
+#define SETTINGS_VERSION "s1"
+
+/* FNV-1a over a file's bytes (or its absence). */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint64_t hash_file(uint64_t h, const char *path)
+{
+    FILE *f = path != NULL && path[0] != '\0' ? fopen(path, "rb") : NULL;
+    if (f == NULL) {
+        return hash_bytes(h, "-", 1);
+    }
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+        h = hash_bytes(h, buf, n);
+    }
+    fclose(f);
+    return hash_bytes(h, "+", 1);
+}
+
+/* One field as it travels: no separator of the value's, no character a
+ * PMI-1 value cannot hold. */
+static void field_clean(char *v)
+{
+    for (; *v != '\0'; v++) {
+        if (strchr(" =:/\n\t", *v) != NULL) {
+            *v = '_';
+        }
+    }
+}
+
+/* This process's settings, ':' between the fields of settings[]. */
+static void settings_string(char *out, size_t len)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    const int disabled = collar_config_env_choice("COLLAR_DISABLE") != 0;
+    for (size_t i = 0; i < NSETTINGS && n < len; i++) {
+        char v[96];
+        const char *name = settings[i].name;
+        if (strcmp(name, "version") == 0) {
+            snprintf(v, sizeof(v), "%s", SETTINGS_VERSION);
+        } else if (disabled && strcmp(name, "COLLAR_DISABLE") != 0) {
+            v[0] = '\0';  /* a disabled collar makes no collective */
+        } else if (strcmp(name, "rules") == 0) {
+            char dir[512], site[600], tf[512];
+            const char *inl = getenv("COLLAR_ALLREDUCE_RULES");
+            uint64_t h = 0xcbf29ce484222325ull;
+            h = hash_bytes(h, inl != NULL ? inl : "", inl != NULL ? strlen(inl) + 1 : 0);
+            collar_config_env_value("COLLAR_TUNING_FILE", tf, sizeof(tf));
+            h = hash_file(h, tf);
+            collar_config_env_value("COLLAR_TUNING_DIR", dir, sizeof(dir));
+            snprintf(site, sizeof(site), "%s/default.table",
+                     dir[0] != '\0' ? dir : COLLAR_TUNINGDIR);
+            h = hash_file(h, site);
+            snprintf(v, sizeof(v), "%016llx", (unsigned long long)h);
+        } else if (strcmp(name, "COLLAR_DEVICE") == 0) {
+            collar_config_env_value(name, v, sizeof(v));
+            if (strcmp(v, "none") != 0) {
+                snprintf(v, sizeof(v), "device");
+            }
+        } else {
+            collar_config_env_value(name, v, sizeof(v));
+        }
+        field_clean(v);
+        n += (size_t)snprintf(out + n, len - n, "%s%s", i ? ":" : "", v);
+    }
+}
+
+/* The key's value: "host/settings". */
+static void make_value(void)
+{
+    char host[256], set[SETTINGS_MAX];
+    if (gethostname(host, sizeof(host) - 1) != 0) {
+        strcpy(host, "?");
+    }
+    host[sizeof(host) - 1] = '\0';
+    field_clean(host);
+    settings_string(set, sizeof(set));
+    snprintf(pr.value, sizeof(pr.value), "%.*s/%s", 64, host, set);
+}
+
+/* Field i of a value ("" past its end) into out. */
+static void value_field(const char *value, size_t i, char *out, size_t len)
+{
+    out[0] = '\0';
+    const char *p = value != NULL ? strchr(value, '/') : NULL;
+    if (p == NULL) {
+        return;
+    }
+    p++;
+    for (size_t k = 0; k < i; k++) {
+        p = strchr(p, ':');
+        if (p == NULL) {
+            return;
+        }
+        p++;
+    }
+    const size_t n = strcspn(p, ":");
+    snprintf(out, len, "%.*s", (int)(n < len ? n : len - 1), p);
+}
 
 /* ------------------------------------------------------------------ PMIx */
 
@@ -167,11 +311,7 @@ static void pmix_put_marker(pmix_init_fn real, const pmix_proc_abi_t *proc)
         pr.why = "the PMIx library's functions were not found";
         return;
     }
-    static char host[256];
-    if (gethostname(host, sizeof(host) - 1) != 0) {
-        strcpy(host, "?");
-    }
-    pmix_value_abi_t v = { .type = PMIX_ABI_STRING, .data.string = host };
+    pmix_value_abi_t v = { .type = PMIX_ABI_STRING, .data.string = pr.value };
     const int rc = put(PMIX_ABI_GLOBAL, PRESENCE_KEY, &v);
     if (rc != 0) {
         pr.why = "PMIx_Put failed";
@@ -280,20 +420,26 @@ static int pmix_store_complete(void)
 
 /* The fetches of ranks of other nodes not in the local store. */
 typedef struct {
-    int status;
-    int done;
+    int   status;
+    int   done;
+    char *value;    /* a copy of the rank's value */
 } fetch_t;
 
 static void fetch_done(int status, pmix_value_abi_t *kv, void *cbdata)
 {
-    (void)kv;   /* the library's, released after the callback */
+    /* kv is the library's, released after the callback: copied. */
     fetch_t *f = cbdata;
+    if (status == 0 && kv != NULL && kv->type == PMIX_ABI_STRING
+        && kv->data.string != NULL) {
+        f->value = strdup(kv->data.string);
+    }
     f->status = status;
     __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
 }
 
-/* has[r] for the ranks marked -1 (on another node, not found locally). */
-static void pmix_fetch(int size, int *has)
+/* has[r] (and values[r]) for the ranks marked -1 (on another node, not
+ * found locally). */
+static void pmix_fetch(int size, int *has, char **values)
 {
     int n = 0;
     for (int r = 0; r < size; r++) {
@@ -345,6 +491,8 @@ static void pmix_fetch(int size, int *has)
         if (has[r] < 0 && __atomic_load_n(&f[r].done, __ATOMIC_ACQUIRE)) {
             /* Found, or not put within the timeout: absent. */
             has[r] = f[r].status == 0;
+            values[r] = f[r].value;
+            f[r].value = NULL;
         }
     }
     if (left == 0) {
@@ -352,16 +500,21 @@ static void pmix_fetch(int size, int *has)
     }
 }
 
-/* has[r]: 1 collar, 0 none, -1 not known.  Returns 0 when the store
- * answered for this rank itself. */
-static int pmix_read(int size, int *has)
+/* has[r]: 1 collar, 0 none, -1 not known; values[r]: a copy of rank r's
+ * value where found.  Returns 0 when the store answered for this rank
+ * itself. */
+static int pmix_read(int size, int *has, char **values)
 {
     char mine[256], host[256];
     const int mine_known = pmix_host(pr.me.rank, mine, sizeof(mine)) == 0;
     const int complete = pmix_store_complete();
     for (int r = 0; r < size; r++) {
         int rc;
-        pmix_value_free(pmix_get_local((uint32_t)r, PRESENCE_KEY, &rc));
+        pmix_value_abi_t *v = pmix_get_local((uint32_t)r, PRESENCE_KEY, &rc);
+        if (rc == 0 && v != NULL && v->type == PMIX_ABI_STRING && v->data.string != NULL) {
+            values[r] = strdup(v->data.string);
+        }
+        pmix_value_free(v);
         if (rc == 0) {
             has[r] = 1;
         } else if (rc != PMIX_ABI_ERR_NOT_FOUND) {
@@ -373,7 +526,7 @@ static int pmix_read(int size, int *has)
             has[r] = complete || local ? 0 : -1;
         }
     }
-    pmix_fetch(size, has);
+    pmix_fetch(size, has, values);
     return has[pr.me.rank] == 1 ? 0 : -1;
 }
 
@@ -464,12 +617,8 @@ static int pmi_ask(const char *req, char *ans, size_t len)
 
 static void pmi_put_marker(const char *fd, const char *rank)
 {
-    char ans[1024], req[512], host[256];
+    char ans[1024], req[768];
     pr.pmi_fd = atoi(fd);
-    if (gethostname(host, sizeof(host) - 1) != 0 || strpbrk(host, " =\n") != NULL) {
-        strcpy(host, "?");
-    }
-    host[sizeof(host) - 1] = '\0';
     if (pmi_ask("cmd=init pmi_version=1 pmi_subversion=1\n", ans, sizeof(ans)) != 0
         || pmi_ask("cmd=get_my_kvsname\n", ans, sizeof(ans)) != 0
         || pmi_field(ans, "kvsname", pr.kvsname, sizeof(pr.kvsname)) == NULL) {
@@ -477,7 +626,7 @@ static void pmi_put_marker(const char *fd, const char *rank)
         return;
     }
     snprintf(req, sizeof(req), "cmd=put kvsname=%s key=%s.%d value=%s\n",
-             pr.kvsname, PRESENCE_KEY, atoi(rank), host);
+             pr.kvsname, PRESENCE_KEY, atoi(rank), pr.value);
     if (pmi_ask(req, ans, sizeof(ans)) != 0) {
         pr.why = "the launcher's PMI-1 server (PMI_FD) refused the key";
         return;
@@ -485,14 +634,17 @@ static void pmi_put_marker(const char *fd, const char *rank)
     pr.store = STORE_PMI1;
 }
 
-static int pmi_read(int rank, int size, int *has)
+static int pmi_read(int rank, int size, int *has, char **values)
 {
     for (int r = 0; r < size; r++) {
-        char req[512], ans[1024];
+        char req[512], ans[1024], value[SETTINGS_MAX];
         snprintf(req, sizeof(req), "cmd=get kvsname=%s key=%s.%d\n", pr.kvsname,
                  PRESENCE_KEY, r);
         const int rc = pmi_ask(req, ans, sizeof(ans));
         has[r] = rc == 0 ? 1 : rc > 0 ? 0 : -1;
+        if (rc == 0 && pmi_field(ans, "value", value, sizeof(value)) != NULL) {
+            values[r] = strdup(value);
+        }
     }
     return has[rank] == 1 ? 0 : -1;
 }
@@ -505,6 +657,7 @@ void collar_presence_announce(void)
         return;
     }
     pr.armed = 1;
+    make_value();
     const char *fd = getenv("PMI_FD"), *rank = getenv("PMI_RANK");
     if (getenv("PMIX_NAMESPACE") != NULL && getenv("PMIX_RANK") != NULL) {
         pr.why = "the MPI library's PMIx_Init did not reach collar's";
@@ -571,6 +724,79 @@ static void list_hosts(const int *has, int size, char *out, size_t len)
     }
 }
 
+/* Where the ranks' settings differ: the first field of settings[] in
+ * which a rank differs from this one, the ranks by their value of it, in
+ * out->what.  Returns 1 when they differ. */
+static int settings_differ(int size, const int *has, char *const *values,
+                           collar_presence_t *out)
+{
+    size_t field = NSETTINGS;
+    char mine[96], theirs[96];
+    for (int r = 0; r < size; r++) {
+        if (has[r] != 1 || values[r] == NULL) {
+            continue;   /* unknown: as if alike */
+        }
+        for (size_t i = 0; i < field; i++) {
+            value_field(pr.value, i, mine, sizeof(mine));
+            value_field(values[r], i, theirs, sizeof(theirs));
+            if (strcmp(mine, theirs) != 0) {
+                field = i;
+                break;
+            }
+        }
+    }
+    if (field == NSETTINGS) {
+        return 0;
+    }
+    /* The ranks by value, in order of first appearance, up to four. */
+    int *sel = malloc((size_t)size * sizeof(*sel));
+    char *done = calloc((size_t)size, 1);
+    size_t n = (size_t)snprintf(out->what, sizeof(out->what), "%s differs between ranks:",
+                                settings[field].says);
+    int groups = 0;
+    for (int r = 0; sel != NULL && done != NULL && r < size; r++) {
+        if (done[r] || has[r] != 1 || values[r] == NULL) {
+            continue;
+        }
+        char v[96];
+        value_field(values[r], field, v, sizeof(v));
+        for (int q = r; q < size; q++) {
+            sel[q] = 1;
+            if (!done[q] && has[q] == 1 && values[q] != NULL) {
+                value_field(values[q], field, theirs, sizeof(theirs));
+                if (strcmp(v, theirs) == 0) {
+                    sel[q] = 0;
+                    done[q] = 1;
+                }
+            }
+        }
+        for (int q = 0; q < r; q++) {
+            sel[q] = 1;
+        }
+        char ranks[128];
+        list_ranks(sel, size, ranks, sizeof(ranks));
+        const int many = strchr(ranks, ',') != NULL || strchr(ranks, '-') != NULL;
+        if (groups == 4) {
+            n += (size_t)snprintf(out->what + n, n < sizeof(out->what) ? sizeof(out->what) - n : 0,
+                                  "; ...");
+            break;
+        }
+        if (strcmp(settings[field].name, "rules") == 0) {
+            n += (size_t)snprintf(out->what + n, n < sizeof(out->what) ? sizeof(out->what) - n : 0,
+                                  "%s %s on rank%s %s", groups ? ";" : "",
+                                  groups ? "others" : "one set", many ? "s" : "", ranks);
+        } else {
+            n += (size_t)snprintf(out->what + n, n < sizeof(out->what) ? sizeof(out->what) - n : 0,
+                                  "%s %s on rank%s %s", groups ? ";" : "",
+                                  v[0] != '\0' ? v : "(none)", many ? "s" : "", ranks);
+        }
+        groups++;
+    }
+    free(sel);
+    free(done);
+    return 1;
+}
+
 void collar_presence_learn(int rank, int size, collar_presence_t *out)
 {
     memset(out, 0, sizeof(*out));
@@ -578,6 +804,10 @@ void collar_presence_learn(int rank, int size, collar_presence_t *out)
     out->lowest = rank;
     pr.armed = 0;
     out->why = pr.why;
+    if (collar_fault(COLLAR_FAULT_STORE)) {
+        out->why = "COLLAR_SIM_FAIL=store:1";
+        return;
+    }
     if (pr.store == STORE_NONE || size <= 1) {
         out->why = size <= 1 ? "one process" : pr.why;
         return;
@@ -588,32 +818,43 @@ void collar_presence_learn(int rank, int size, collar_presence_t *out)
         return;
     }
     int *has = malloc((size_t)size * sizeof(*has));
-    if (has == NULL) {
+    char **values = calloc((size_t)size, sizeof(*values));
+    if (has == NULL || values == NULL) {
         out->why = "no memory";
+        free(has);
+        free(values);
         return;
     }
-    const int self = pr.store == STORE_PMIX ? pmix_read(size, has)
-                                            : pmi_read(rank, size, has);
+    const int self = pr.store == STORE_PMIX ? pmix_read(size, has, values)
+                                            : pmi_read(rank, size, has, values);
     if (self != 0) {
         out->why = "the key-value store does not hold this process's own key";
-        free(has);
-        return;
-    }
-    int missing = 0, lowest = -1;
-    for (int r = 0; r < size; r++) {
-        /* A rank the store could not answer for counts as having collar:
-         * as before this check existed. */
-        missing += has[r] == 0;
-        if (lowest < 0 && has[r] != 0) {
-            lowest = r;
+    } else {
+        int missing = 0, lowest = -1;
+        for (int r = 0; r < size; r++) {
+            /* A rank the store could not answer for counts as having
+             * collar: as before this check existed.  A rank with
+             * COLLAR_DISABLE=1 puts its key too, and says nothing. */
+            missing += has[r] == 0;
+            char off[8];
+            value_field(values[r], 1, off, sizeof(off));
+            if (lowest < 0 && has[r] != 0 && strcmp(off, "1") != 0) {
+                lowest = r;
+            }
+        }
+        out->lowest = lowest;
+        out->missing = missing;
+        out->state = missing ? COLLAR_PRESENCE_PARTIAL : COLLAR_PRESENCE_ALL;
+        if (missing) {
+            list_ranks(has, size, out->ranks, sizeof(out->ranks));
+            list_hosts(has, size, out->hosts, sizeof(out->hosts));
+        } else if (settings_differ(size, has, values, out)) {
+            out->state = COLLAR_PRESENCE_DIFFERENT;
         }
     }
-    out->lowest = lowest;
-    out->missing = missing;
-    out->state = missing ? COLLAR_PRESENCE_PARTIAL : COLLAR_PRESENCE_ALL;
-    if (missing) {
-        list_ranks(has, size, out->ranks, sizeof(out->ranks));
-        list_hosts(has, size, out->hosts, sizeof(out->hosts));
+    for (int r = 0; r < size; r++) {
+        free(values[r]);
     }
+    free(values);
     free(has);
 }

@@ -140,6 +140,23 @@ static void stay_out(const collar_presence_t *p, int rank, int size)
                 p->hosts[0] ? ", on " : "", p->hosts, p->store, hint);
 }
 
+/*
+ * Every rank has collar, with settings that make different collectives
+ * (src/core/presence.c, settings[]): the same way out, and the setting
+ * named.
+ */
+static void stay_out_settings(const collar_presence_t *p, int rank)
+{
+    collar_log_(rank == p->lowest ? COLLAR_LOG_WARN : COLLAR_LOG_DEBUG, COLLAR_SUB_INIT,
+                "%s (seen through the launcher's %s key-value store): collar "
+                "would make different collectives on different ranks, so it "
+                "stays out of the way and every MPI call goes straight to the "
+                "MPI library on every rank; set collar's variables alike on "
+                "every rank (mpirun -x NAME=VALUE, mpiexec -genv NAME VALUE, "
+                "srun --export=ALL,NAME=VALUE pass them to all)",
+                p->what, p->store);
+}
+
 static void collar_startup(void)
 {
     int rank = 0, size = 1;
@@ -159,6 +176,11 @@ static void collar_startup(void)
     collar_presence_learn(rank, size, &presence);
     if (presence.state == COLLAR_PRESENCE_PARTIAL) {
         stay_out(&presence, rank, size);
+        collar_paths.state = COLLAR_STATE_DISABLED;
+        return;
+    }
+    if (presence.state == COLLAR_PRESENCE_DIFFERENT) {
+        stay_out_settings(&presence, rank);
         collar_paths.state = COLLAR_STATE_DISABLED;
         return;
     }
@@ -277,13 +299,12 @@ static int raise_thread_level(int required)
 }
 
 /* Before the MPI library starts: this process's key in the launcher's
- * key-value store, for the other ranks to see that it has collar (not under
- * COLLAR_DISABLE=1: such a rank makes no collective of collar's either). */
+ * key-value store, for the other ranks to see that it has collar and with
+ * which settings (under COLLAR_DISABLE=1 too: such a rank makes no
+ * collective of collar's, and the others must know). */
 static void announce(void)
 {
-    if (!disabled_by_env()) {
-        collar_presence_announce();
-    }
+    collar_presence_announce();
 }
 
 int collar_engine_pmix_init(void *proc, void *info, size_t ninfo)
