@@ -149,17 +149,19 @@ static struct {
 static const struct {
     const char *name;       /* the variable, or a description */
     const char *says;       /* how the message names it */
+    int         plural;     /* "differ", not "differs" */
 } settings[] = {
-    { "version",                "collar's version" },
-    { "COLLAR_DISABLE",         "COLLAR_DISABLE" },
-    { "COLLAR_DEVICE",          "COLLAR_DEVICE (none or a device backend)" },
-    { "COLLAR_ALGORITHM",       "COLLAR_ALGORITHM" },
+    { "version",                "collar's version", 0 },
+    { "COLLAR_DISABLE",         "COLLAR_DISABLE", 0 },
+    { "COLLAR_DEVICE",          "COLLAR_DEVICE (none or a device backend)", 0 },
+    { "COLLAR_ALGORITHM",       "COLLAR_ALGORITHM", 0 },
     { "rules",                  "the allreduce rules (COLLAR_ALLREDUCE_RULES, "
-                                "COLLAR_TUNING_FILE's or the site default's contents)" },
-    { "COLLAR_CHUNK_SIZE",      "COLLAR_CHUNK_SIZE" },
-    { "COLLAR_MPI_CUDA_AWARE",  "COLLAR_MPI_CUDA_AWARE" },
-    { "COLLAR_CHECK",           "COLLAR_CHECK" },
-    { "COLLAR_STATS",           "COLLAR_STATS" },
+                                "COLLAR_TUNING_FILE's or the site default's contents)", 1 },
+    { "COLLAR_CHUNK_SIZE",      "COLLAR_CHUNK_SIZE", 0 },
+    { "COLLAR_MPI_CUDA_AWARE",  "COLLAR_MPI_CUDA_AWARE", 0 },
+    { "COLLAR_CHECK",           "COLLAR_CHECK", 0 },
+    { "COLLAR_STATS",           "COLLAR_STATS", 0 },
+    { "COLLAR_STATS_DEPTH",     "COLLAR_STATS_DEPTH", 0 },
 };
 #define NSETTINGS (sizeof(settings) / sizeof(settings[0]))
 #define SETTINGS_VERSION "s1"
@@ -751,8 +753,8 @@ static int settings_differ(int size, const int *has, char *const *values,
     /* The ranks by value, in order of first appearance, up to four. */
     int *sel = malloc((size_t)size * sizeof(*sel));
     char *done = calloc((size_t)size, 1);
-    size_t n = (size_t)snprintf(out->what, sizeof(out->what), "%s differs between ranks:",
-                                settings[field].says);
+    size_t n = (size_t)snprintf(out->what, sizeof(out->what), "%s differ%s between ranks:",
+                                settings[field].says, settings[field].plural ? "" : "s");
     int groups = 0;
     for (int r = 0; sel != NULL && done != NULL && r < size; r++) {
         if (done[r] || has[r] != 1 || values[r] == NULL) {
