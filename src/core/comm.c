@@ -403,7 +403,14 @@ collar_status_t collar_comm_init(int has_device)
         collar_error(INIT, "cannot create a communicator attribute key (MPI error %d)", rc);
         return COLLAR_ERR_MPI;
     }
-    if (PMPI_Comm_dup(MPI_COMM_SELF, &probe_comm) == MPI_SUCCESS) {
+    /* The communicator that asks the library about derived datatypes
+     * (collar_call_validate), made here, where a context id is still free,
+     * and only where collar's algorithms can run: a device backend, or one
+     * forced.  Without it a derived datatype is not collar's (the library's
+     * own call takes it). */
+    if ((has_device || (collar_cfg.algorithm != COLLAR_ALG_AUTO
+                        && collar_cfg.algorithm != COLLAR_ALG_NATIVE))
+        && PMPI_Comm_dup(MPI_COMM_SELF, &probe_comm) == MPI_SUCCESS) {
         PMPI_Comm_set_errhandler(probe_comm, MPI_ERRORS_RETURN);
     } else {
         probe_comm = MPI_COMM_NULL;
