@@ -133,6 +133,31 @@ MPI_Comm collar_comm_probe(void)
     return probe_comm;
 }
 
+int collar_comm_dup_quiet(MPI_Comm comm, MPI_Comm *out)
+{
+    MPI_Errhandler user = MPI_ERRHANDLER_NULL;
+    const int swapped = PMPI_Comm_get_errhandler(comm, &user) == MPI_SUCCESS
+                        && PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)
+                           == MPI_SUCCESS;
+    int rank = 0;
+    int rc = PMPI_Comm_rank(comm, &rank);
+    if (rc == MPI_SUCCESS) {
+        rc = PMPI_Comm_split(comm, 0, rank, out);
+    }
+    if (swapped) {
+        PMPI_Comm_set_errhandler(comm, user);
+    }
+    if (user != MPI_ERRHANDLER_NULL) {
+        PMPI_Errhandler_free(&user);
+    }
+    if (rc != MPI_SUCCESS) {
+        *out = MPI_COMM_NULL;
+        return rc;
+    }
+    PMPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    return MPI_SUCCESS;
+}
+
 collar_status_t collar_comm_dup_private(MPI_Comm comm, MPI_Comm *out)
 {
     int rank = 0;

@@ -7,7 +7,16 @@
  * layer above it complete is persistent (generalized requests are freed
  * once complete), so the handle is a persistent receive of an empty
  * message, posted on collar's own duplicate of MPI_COMM_SELF with a tag of
- * its own:
+ * its own.  That duplicate is the one collar made at MPI_Init
+ * (collar_comm_probe), whose point-to-point messages are these alone: a
+ * persistent init takes no new communicator (no context id), which an
+ * application that has used up its communicators may not have to give
+ * (MPICH has 2048 a process), where the MPI library's own persistent
+ * collective takes none either.  Only where MPI_Init gave collar none is
+ * one made, at the first init, its failure heard by no error handler but
+ * the init's own: without a handle collar has no persistent request to
+ * give, and the library's on the host copies would leave the device
+ * buffers as they were (colls.c, op_pinit).
  *
  *   MPI_Start(h)     PMPI_Start(h) posts the receive; collar starts its
  *                    operation (copies in, starts its schedule)
@@ -66,7 +75,10 @@
 static pthread_mutex_t persist_lock = PTHREAD_MUTEX_INITIALIZER;
 static collar_persist_t *persist_head;
 static atomic_int persist_count;
+/* The communicator of the handles: collar_comm_probe's, or one made here
+ * (self_owned) where there is none. */
 static MPI_Comm self_comm = MPI_COMM_NULL;
+static int self_owned;
 static int next_tag;
 static int tag_ub = 32767;
 
@@ -106,12 +118,15 @@ int collar_persist_create(collar_persist_t *p, MPI_Request *request)
 {
     pthread_mutex_lock(&persist_lock);
     if (self_comm == MPI_COMM_NULL) {
-        int rc = PMPI_Comm_dup(MPI_COMM_SELF, &self_comm);
-        if (rc != MPI_SUCCESS) {
-            pthread_mutex_unlock(&persist_lock);
-            return rc;
+        self_comm = collar_comm_probe();
+        if (self_comm == MPI_COMM_NULL) {
+            int rc = collar_comm_dup_quiet(MPI_COMM_SELF, &self_comm);
+            if (rc != MPI_SUCCESS) {
+                pthread_mutex_unlock(&persist_lock);
+                return rc;
+            }
+            self_owned = 1;
         }
-        PMPI_Comm_set_errhandler(self_comm, MPI_ERRORS_RETURN);
         int *ub = NULL, flag = 0;
         if (PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS
             && flag && ub != NULL && *ub > 0) {
@@ -279,8 +294,10 @@ void collar_persist_finalize(void)
             pthread_mutex_lock(&persist_lock);
         }
     }
-    if (self_comm != MPI_COMM_NULL) {
-        PMPI_Comm_free(&self_comm);
+    if (self_owned) {
+        PMPI_Comm_free(&self_comm);   /* (collar_comm_probe's: comm.c frees it) */
+        self_owned = 0;
     }
+    self_comm = MPI_COMM_NULL;
     pthread_mutex_unlock(&persist_lock);
 }
