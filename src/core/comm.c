@@ -311,11 +311,19 @@ int collar_usercomm_raise(collar_usercomm_t *u, MPI_Comm comm, int error)
     }
     const MPI_Errhandler eh = u->errhandler;
     pthread_mutex_unlock(&usercomm_lock);
+    /* A communicator of one process to call the handler on: a copy of
+     * collar's own (probe_comm, whose errors return), else of
+     * MPI_COMM_SELF; the MPI library may have none to give (no context
+     * id left), and that shortage is collar's, reported by no handler. */
     MPI_Comm self = MPI_COMM_NULL;
     if (eh == MPI_ERRHANDLER_NULL
-        || PMPI_Comm_dup(MPI_COMM_SELF, &self) != MPI_SUCCESS) {
-        collar_error(COLL, "cannot raise MPI error %d: its communicator is freed",
-                     error);
+        || collar_comm_dup_quiet(probe_comm != MPI_COMM_NULL ? probe_comm
+                                                            : MPI_COMM_SELF,
+                                 &self) != MPI_SUCCESS) {
+        collar_error(COLL, "cannot raise MPI error %d: its communicator is "
+                     "freed%s", error, eh == MPI_ERRHANDLER_NULL ? ""
+                     : " and the MPI library gives collar no communicator "
+                       "to call its error handler on");
         return error;
     }
     PMPI_Comm_set_errhandler(self, eh);
