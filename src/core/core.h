@@ -1017,10 +1017,6 @@ struct collar_sched {
     /* Called when the schedule finishes, instead of completing a request
      * (persistent operations: the schedule is run again). */
     collar_sched_cleanup_fn_t on_finish;
-    /* No other rank waits for this schedule's progress (it only copies
-     * back after the library's own collective): the progress thread
-     * leaves it to the application's completion calls. */
-    int                    local_only;
     /* Set by the builder: each device step (copy, kernel) of the schedule
      * is the only thing it can do until that step is done (one copy in,
      * a host allreduce, one copy out: staged; ipc one-shot).  In a

@@ -19,14 +19,44 @@
  * buffers as they were (colls.c, op_pinit).
  *
  *   MPI_Start(h)     PMPI_Start(h) posts the receive; collar starts its
- *                    operation (copies in, starts its schedule)
- *   ...              collar's progress (the progress thread, the waits)
+ *                    operation (copies in, starts its schedule: the
+ *                    library's collective on the host copies, then the
+ *                    copies back)
+ *   ...              collar's progress runs the schedule
  *   finished         collar sends the empty message to itself: the
  *                    receive, and so the application's request, completes
- *   MPI_Wait(h) ...  the MPI library's own completion of h, whichever
- *                    completion call the application uses (any of the
- *                    Wait/Test family, MPI_Request_get_status, a Fortran
- *                    binding that calls PMPI_Wait directly)
+ *   MPI_Wait(h) ...  the MPI library's own completion of h
+ *
+ * The message is sent only once the copies back are done, and only
+ * collar's code does them: collar's completion calls (the Wait/Test family,
+ * MPI_Request_get_status; collar's Fortran bindings call them), its
+ * blocking point-to-point wrappers, and its progress thread.  So:
+ *
+ *   - with the progress thread (the MPI library at MPI_THREAD_MULTIPLE:
+ *     COLLAR_PROGRESS=auto in a program that asked for it, or thread),
+ *     any completion call completes h, including a PMPI_Wait or a
+ *     PMPI_Test loop that bypasses collar (a tool, the mpi_f08 binding);
+ *   - without it, a completion that bypasses collar never completes h: a
+ *     PMPI_Wait waits for ever and a PMPI_Test loop never sees it complete,
+ *     although the library's collective is over and no other rank waits
+ *     for this one (unless another thread of the rank meanwhile enters
+ *     one of collar's calls above).  docs/reliability.md, "Known
+ *     limitations".
+ *
+ * The empty message is matched inside the MPI_Isend that sends it, in the
+ * thread that finishes the operation, which with the progress thread is
+ * rarely the one that waits.  MPICH 4.0.2's blocking wait looks at its
+ * request again only when its progress counter moves, which its progress
+ * engine does on events and the library does when it frees a request: a
+ * receive matched in another thread's send moves nothing, and the waiting
+ * thread would spin for ever on a complete request.  That is the hang
+ * that kept these schedules from the progress thread before ("MPICH 4.0.2
+ * hangs now and then when the progress thread tests a persistent
+ * collective while the application completes others": the application
+ * then sat in the library's wait for the handle).  So at
+ * MPI_THREAD_MULTIPLE collar then frees a request of its own
+ * (wake_waiters_locked); a PMPI_Wait, and the library's wait inside
+ * collar's, return (tests/mpi/pmpi_wait.test).
  *
  * The operation's error, if any, is kept with the request in collar's table
  * of requests (request.c) and returned by collar's completion calls, through
@@ -171,6 +201,25 @@ int collar_persist_create(collar_persist_t *p, MPI_Request *request)
     return MPI_SUCCESS;
 }
 
+/*
+ * After the empty message, where another thread may sit in the library's
+ * own wait for the handle (see the top of this file): a request made and
+ * freed, which moves MPICH's progress counter.  A persistent send to
+ * MPI_PROC_NULL, never started: it sends nothing, matches nothing and
+ * needs nothing of another rank.  Called with persist_lock held.
+ */
+static void wake_waiters_locked(void)
+{
+    if (!collar_engine.thread_multiple) {
+        return;
+    }
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (PMPI_Send_init(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, self_comm, &r)
+        == MPI_SUCCESS) {
+        PMPI_Request_free(&r);
+    }
+}
+
 /* The schedule's on_finish: complete the application's request. */
 void collar_persist_finished(collar_persist_t *p, int error)
 {
@@ -186,6 +235,9 @@ void collar_persist_finished(collar_persist_t *p, int error)
     MPI_Request sreq = MPI_REQUEST_NULL;
     if (PMPI_Isend(NULL, 0, MPI_BYTE, 0, p->tag, self_comm, &sreq) == MPI_SUCCESS) {
         PMPI_Request_free(&sreq);
+        if (!freed) {
+            wake_waiters_locked();
+        }
     } else {
         collar_error(COLL, "cannot complete a persistent %s request",
                      collar_coll_name(p->coll));
