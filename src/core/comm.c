@@ -133,6 +133,31 @@ MPI_Comm collar_comm_probe(void)
     return probe_comm;
 }
 
+int collar_comm_dup_quiet(MPI_Comm comm, MPI_Comm *out)
+{
+    MPI_Errhandler user = MPI_ERRHANDLER_NULL;
+    const int swapped = PMPI_Comm_get_errhandler(comm, &user) == MPI_SUCCESS
+                        && PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN)
+                           == MPI_SUCCESS;
+    int rank = 0;
+    int rc = PMPI_Comm_rank(comm, &rank);
+    if (rc == MPI_SUCCESS) {
+        rc = PMPI_Comm_split(comm, 0, rank, out);
+    }
+    if (swapped) {
+        PMPI_Comm_set_errhandler(comm, user);
+    }
+    if (user != MPI_ERRHANDLER_NULL) {
+        PMPI_Errhandler_free(&user);
+    }
+    if (rc != MPI_SUCCESS) {
+        *out = MPI_COMM_NULL;
+        return rc;
+    }
+    PMPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    return MPI_SUCCESS;
+}
+
 collar_status_t collar_comm_dup_private(MPI_Comm comm, MPI_Comm *out)
 {
     int rank = 0;
@@ -286,11 +311,19 @@ int collar_usercomm_raise(collar_usercomm_t *u, MPI_Comm comm, int error)
     }
     const MPI_Errhandler eh = u->errhandler;
     pthread_mutex_unlock(&usercomm_lock);
+    /* A communicator of one process to call the handler on: a copy of
+     * collar's own (probe_comm, whose errors return), else of
+     * MPI_COMM_SELF; the MPI library may have none to give (no context
+     * id left), and that shortage is collar's, reported by no handler. */
     MPI_Comm self = MPI_COMM_NULL;
     if (eh == MPI_ERRHANDLER_NULL
-        || PMPI_Comm_dup(MPI_COMM_SELF, &self) != MPI_SUCCESS) {
-        collar_error(COLL, "cannot raise MPI error %d: its communicator is freed",
-                     error);
+        || collar_comm_dup_quiet(probe_comm != MPI_COMM_NULL ? probe_comm
+                                                            : MPI_COMM_SELF,
+                                 &self) != MPI_SUCCESS) {
+        collar_error(COLL, "cannot raise MPI error %d: its communicator is "
+                     "freed%s", error, eh == MPI_ERRHANDLER_NULL ? ""
+                     : " and the MPI library gives collar no communicator "
+                       "to call its error handler on");
         return error;
     }
     PMPI_Comm_set_errhandler(self, eh);

@@ -453,6 +453,12 @@ void collar_comm_unref(collar_comm_t *state);
  * own traffic: collective, copies none of the user's attributes (no copy
  * callback runs), errors return (MPI_ERRORS_RETURN). */
 collar_status_t collar_comm_dup_private(MPI_Comm comm, MPI_Comm *out);
+/* The same (PMPI_Comm_split), where the MPI library may have none to give
+ * (no context id left, MPICH has 2048 a process): that shortage is
+ * collar's, so no error handler hears of it; `comm` returns errors for the
+ * length of the call and gets its handler back.  The MPI error, and
+ * *out = MPI_COMM_NULL, when there is none. */
+int collar_comm_dup_quiet(MPI_Comm comm, MPI_Comm *out);
 /* ---------------------------------------------------------------- presence
  * Whether collar is loaded on every process of MPI_COMM_WORLD, learnt
  * through the launcher's key-value store with no message of collar's own
@@ -497,8 +503,11 @@ collar_status_t collar_comm_init(int has_device);
  * every process after collar_comm_init). */
 int collar_comm_world_wanted(void);
 void collar_comm_finalize(void);
-/* A duplicate of MPI_COMM_SELF whose errors return to collar: for asking
- * the MPI library, with one-rank calls, whether it accepts arguments. */
+/* A duplicate of MPI_COMM_SELF whose errors return to collar, made at
+ * MPI_Init (MPI_COMM_NULL where the library gave none): for asking the MPI
+ * library, with one-rank calls, whether it accepts arguments, and for the
+ * handles of collar's persistent requests (src/engine/persist.c, its
+ * point-to-point messages to itself, on tags of its own). */
 MPI_Comm collar_comm_probe(void);
 /*
  * The application's communicator as the errors of collar's operations on it
@@ -1015,10 +1024,6 @@ struct collar_sched {
     /* Called when the schedule finishes, instead of completing a request
      * (persistent operations: the schedule is run again). */
     collar_sched_cleanup_fn_t on_finish;
-    /* No other rank waits for this schedule's progress (it only copies
-     * back after the library's own collective): the progress thread
-     * leaves it to the application's completion calls. */
-    int                    local_only;
     /* Set by the builder: each device step (copy, kernel) of the schedule
      * is the only thing it can do until that step is done (one copy in,
      * a host allreduce, one copy out: staged; ipc one-shot).  In a

@@ -458,12 +458,13 @@ void collar_stats_report(MPI_Comm comm)
     size_t textlen = 0;
     char *tuning = NULL;
 
-    if (PMPI_Comm_dup(comm, &c) != MPI_SUCCESS) {
+    /* The application may have used up its communicators (no context id
+     * left): no report then, and no error handler hears of it. */
+    if (collar_comm_dup_quiet(comm, &c) != MPI_SUCCESS) {
         collar_warn(STATS, "cannot duplicate the communicator: no statistics report");
         c = MPI_COMM_NULL;
         goto out;
     }
-    PMPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
     PMPI_Comm_rank(c, &rank);
     PMPI_Comm_size(c, &nranks);
 

@@ -994,11 +994,6 @@ static int op_pinit(colls_op_t *op, int rc, MPI_Request *request)
         op->sched->cleanup_arg = op;
         op->sched->owner = op;
         op->sched->on_finish = persist_on_finish;
-        /* MPICH 4.0.2 hangs now and then when the progress thread tests a
-         * persistent collective while the application completes others;
-         * peers wait for the library's collective, not for the copies
-         * back, so the application's completion calls progress this. */
-        op->sched->local_only = 1;
         op->persist.coll = op->cc.coll;
         op->persist.comm = op->cc.comm;
         op->persist.start = persist_start;

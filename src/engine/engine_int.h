@@ -22,6 +22,10 @@ typedef struct {
      * log for it: such a call goes to the MPI library right after the
      * classification of its buffers (collar_allreduce). */
     int host_direct;
+    /* The MPI library runs at MPI_THREAD_MULTIPLE: a thread may sit in the
+     * library's own wait for a request another thread completes
+     * (persist.c). */
+    int thread_multiple;
 } collar_engine_t;
 extern collar_engine_t collar_engine;
 

@@ -211,6 +211,7 @@ static void collar_startup(void)
     collar_observe_init(rank);
     collar_paths.host_ranges = collar_mem_host_ranges();
     collar_engine.mpi_cuda_aware = collar_mpi_cuda_aware();
+    collar_engine.thread_multiple = progress_level() >= MPI_THREAD_MULTIPLE;
     /* Progress outside the waits, decided before any private
      * communicator is made: whether every rank runs the progress thread is
      * agreed there (collar_progress_thread_ready). */

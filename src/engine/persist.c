@@ -7,17 +7,56 @@
  * layer above it complete is persistent (generalized requests are freed
  * once complete), so the handle is a persistent receive of an empty
  * message, posted on collar's own duplicate of MPI_COMM_SELF with a tag of
- * its own:
+ * its own.  That duplicate is the one collar made at MPI_Init
+ * (collar_comm_probe), whose point-to-point messages are these alone: a
+ * persistent init takes no new communicator (no context id), which an
+ * application that has used up its communicators may not have to give
+ * (MPICH has 2048 a process), where the MPI library's own persistent
+ * collective takes none either.  Only where MPI_Init gave collar none is
+ * one made, at the first init, its failure heard by no error handler but
+ * the init's own: without a handle collar has no persistent request to
+ * give, and the library's on the host copies would leave the device
+ * buffers as they were (colls.c, op_pinit).
  *
  *   MPI_Start(h)     PMPI_Start(h) posts the receive; collar starts its
- *                    operation (copies in, starts its schedule)
- *   ...              collar's progress (the progress thread, the waits)
+ *                    operation (copies in, starts its schedule: the
+ *                    library's collective on the host copies, then the
+ *                    copies back)
+ *   ...              collar's progress runs the schedule
  *   finished         collar sends the empty message to itself: the
  *                    receive, and so the application's request, completes
- *   MPI_Wait(h) ...  the MPI library's own completion of h, whichever
- *                    completion call the application uses (any of the
- *                    Wait/Test family, MPI_Request_get_status, a Fortran
- *                    binding that calls PMPI_Wait directly)
+ *   MPI_Wait(h) ...  the MPI library's own completion of h
+ *
+ * The message is sent only once the copies back are done, and only
+ * collar's code does them: collar's completion calls (the Wait/Test family,
+ * MPI_Request_get_status; collar's Fortran bindings call them), its
+ * blocking point-to-point wrappers, and its progress thread.  So:
+ *
+ *   - with the progress thread (the MPI library at MPI_THREAD_MULTIPLE:
+ *     COLLAR_PROGRESS=auto in a program that asked for it, or thread),
+ *     any completion call completes h, including a PMPI_Wait or a
+ *     PMPI_Test loop that bypasses collar (a tool, the mpi_f08 binding);
+ *   - without it, a completion that bypasses collar never completes h: a
+ *     PMPI_Wait waits for ever and a PMPI_Test loop never sees it complete,
+ *     although the library's collective is over and no other rank waits
+ *     for this one (unless another thread of the rank meanwhile enters
+ *     one of collar's calls above).  docs/reliability.md, "Known
+ *     limitations".
+ *
+ * The empty message is matched inside the MPI_Isend that sends it, in the
+ * thread that finishes the operation, which with the progress thread is
+ * rarely the one that waits.  MPICH 4.0.2's blocking wait looks at its
+ * request again only when its progress counter moves, which its progress
+ * engine does on events and the library does when it frees a request: a
+ * receive matched in another thread's send moves nothing, and the waiting
+ * thread would spin for ever on a complete request.  That is the hang
+ * that kept these schedules from the progress thread before ("MPICH 4.0.2
+ * hangs now and then when the progress thread tests a persistent
+ * collective while the application completes others": the application
+ * then sat in the library's wait for the handle).  So at
+ * MPI_THREAD_MULTIPLE collar then frees a request of its own
+ * (wake_waiters_locked); a PMPI_Wait, and the library's wait inside
+ * collar's, return (tests/mpi/pmpi_wait.test).
  *
  * The operation's error, if any, is kept with the request in collar's table
  * of requests (request.c) and returned by collar's completion calls, through
@@ -66,7 +105,10 @@
 static pthread_mutex_t persist_lock = PTHREAD_MUTEX_INITIALIZER;
 static collar_persist_t *persist_head;
 static atomic_int persist_count;
+/* The communicator of the handles: collar_comm_probe's, or one made here
+ * (self_owned) where there is none. */
 static MPI_Comm self_comm = MPI_COMM_NULL;
+static int self_owned;
 static int next_tag;
 static int tag_ub = 32767;
 
@@ -106,12 +148,15 @@ int collar_persist_create(collar_persist_t *p, MPI_Request *request)
 {
     pthread_mutex_lock(&persist_lock);
     if (self_comm == MPI_COMM_NULL) {
-        int rc = PMPI_Comm_dup(MPI_COMM_SELF, &self_comm);
-        if (rc != MPI_SUCCESS) {
-            pthread_mutex_unlock(&persist_lock);
-            return rc;
+        self_comm = collar_comm_probe();
+        if (self_comm == MPI_COMM_NULL) {
+            int rc = collar_comm_dup_quiet(MPI_COMM_SELF, &self_comm);
+            if (rc != MPI_SUCCESS) {
+                pthread_mutex_unlock(&persist_lock);
+                return rc;
+            }
+            self_owned = 1;
         }
-        PMPI_Comm_set_errhandler(self_comm, MPI_ERRORS_RETURN);
         int *ub = NULL, flag = 0;
         if (PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS
             && flag && ub != NULL && *ub > 0) {
@@ -156,6 +201,25 @@ int collar_persist_create(collar_persist_t *p, MPI_Request *request)
     return MPI_SUCCESS;
 }
 
+/*
+ * After the empty message, where another thread may sit in the library's
+ * own wait for the handle (see the top of this file): a request made and
+ * freed, which moves MPICH's progress counter.  A persistent send to
+ * MPI_PROC_NULL, never started: it sends nothing, matches nothing and
+ * needs nothing of another rank.  Called with persist_lock held.
+ */
+static void wake_waiters_locked(void)
+{
+    if (!collar_engine.thread_multiple) {
+        return;
+    }
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (PMPI_Send_init(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, self_comm, &r)
+        == MPI_SUCCESS) {
+        PMPI_Request_free(&r);
+    }
+}
+
 /* The schedule's on_finish: complete the application's request. */
 void collar_persist_finished(collar_persist_t *p, int error)
 {
@@ -171,6 +235,9 @@ void collar_persist_finished(collar_persist_t *p, int error)
     MPI_Request sreq = MPI_REQUEST_NULL;
     if (PMPI_Isend(NULL, 0, MPI_BYTE, 0, p->tag, self_comm, &sreq) == MPI_SUCCESS) {
         PMPI_Request_free(&sreq);
+        if (!freed) {
+            wake_waiters_locked();
+        }
     } else {
         collar_error(COLL, "cannot complete a persistent %s request",
                      collar_coll_name(p->coll));
@@ -279,8 +346,10 @@ void collar_persist_finalize(void)
             pthread_mutex_lock(&persist_lock);
         }
     }
-    if (self_comm != MPI_COMM_NULL) {
-        PMPI_Comm_free(&self_comm);
+    if (self_owned) {
+        PMPI_Comm_free(&self_comm);   /* (collar_comm_probe's: comm.c frees it) */
+        self_owned = 0;
     }
+    self_comm = MPI_COMM_NULL;
     pthread_mutex_unlock(&persist_lock);
 }

@@ -153,25 +153,16 @@ static void run_finish(collar_sched_t *s)
     }
 }
 
-static void progress_pass(int from_thread)
+static void progress_locked(void)
 {
     collar_sched_t *s = run_head;
     while (s != NULL) {
         collar_sched_t *next = s->next;
-        if (from_thread && s->local_only) {
-            s = next;
-            continue;
-        }
         if (collar_sched_progress(s) == COLLAR_OK) {
             run_finish(s);
         }
         s = next;
     }
-}
-
-static void progress_locked(void)
-{
-    progress_pass(0);
 }
 
 int collar_progress_all(void)
@@ -211,7 +202,7 @@ static void *progress_thread(void *arg)
         }
         pthread_mutex_unlock(&thr_lock);
         pthread_mutex_lock(&prog_lock);
-        progress_pass(1);
+        progress_locked();
         pthread_mutex_unlock(&prog_lock);
         if (thr_interval_us > 0) {
             nanosleep(&pause, NULL);
