@@ -298,8 +298,9 @@ static const cfg_row_t table[] = {
       FIELD(sim_node_size), NULL, 0, INT_MAX },
     { "COLLAR_SIM_FAIL", CFG_STRING, "",
       "inject failures into this process, for tests: KIND:N fails the N-th "
-      "event of KIND, e.g. alloc:3,copy:10 (the 3rd staging allocation and "
-      "the 10th copy, sim device), ipcopen:1 (the first opening of a peer's "
+      "event of KIND, e.g. alloc:3,copy:10 (the 3rd allocation of pinned "
+      "staging memory, where pageable memory then stands in, and the 10th "
+      "copy, sim device), ipcopen:1 (the first opening of a peer's "
       "IPC memory, sim), ipckill:1 (the process is killed in its first IPC "
       "allocation, sim), export:1 (the first export of an application's "
       "buffer for ipc's zero-copy, sim); on any backend: thread:1 (the "
@@ -309,7 +310,9 @@ static const cfg_row_t table[] = {
       "error), split:N (the N-th of collar's communicators, its own or nccl's "
       "set-up one, cannot be made here), "
       "zcalloc:1 (no memory for ipc zero-copy's bookkeeping), query:N (the "
-      "cuda backend's N-th pointer query fails as after a sticky error).",
+      "cuda backend's N-th pointer query fails as after a sticky error), "
+      "heap:N (the N-th time pageable memory is to stand in for pinned "
+      "staging memory, there is none either: the call fails, on every rank).",
       FIELD(sim_fail), NULL, 0, 0 },
     { "COLLAR_SIM_STRICT", CFG_BOOL, "0",
       "sim device: before each schedule runs, abort if a buffer it hands to "

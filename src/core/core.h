@@ -273,13 +273,15 @@ void collar_format_range(size_t bytes, char *buf, size_t len);
  * creation, the table of nodes, a communicator's node shape, collar's
  * agreement collectives (a local MPI error), the split of collar's
  * communicator, ipc zero-copy's bookkeeping, the cuda backend's pointer
- * query (a sticky error).
+ * query (a sticky error); and the pageable memory that stands in for
+ * staging memory that cannot be had (collar_staging_get).
  */
 typedef enum {
     COLLAR_FAULT_ALLOC, COLLAR_FAULT_COPY, COLLAR_FAULT_IPCOPEN,
     COLLAR_FAULT_IPCKILL, COLLAR_FAULT_EXPORT, COLLAR_FAULT_THREAD,
     COLLAR_FAULT_NODES, COLLAR_FAULT_SHAPE, COLLAR_FAULT_AGREE,
     COLLAR_FAULT_SPLIT, COLLAR_FAULT_ZEROCOPY, COLLAR_FAULT_QUERY,
+    COLLAR_FAULT_HEAP,
     COLLAR_FAULT_COUNT
 } collar_fault_t;
 
