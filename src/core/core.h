@@ -970,6 +970,15 @@ typedef struct {
 typedef struct collar_sched collar_sched_t;
 typedef void (*collar_sched_cleanup_fn_t)(collar_sched_t *s);
 
+/* What a schedule's buffer is: staging of one of its kinds, or device
+ * scratch. */
+enum {
+    COLLAR_SLOT_PINNED = COLLAR_STAGING_PINNED,
+    COLLAR_SLOT_HEAP = COLLAR_STAGING_HEAP,
+    COLLAR_SLOT_DRAIN = COLLAR_STAGING_DRAIN,
+    COLLAR_SLOT_SCRATCH
+};
+
 struct collar_sched {
     collar_step_t         *steps;
     int                    nsteps;
@@ -998,8 +1007,7 @@ struct collar_sched {
     /* Buffers from the staging pools, released by collar_sched_destroy. */
     void                  *staging[4];
     size_t                 staging_len[4];
-    unsigned char          staging_scratch[4];  /* 1: device scratch pool,
-                                                   2: heap (drain mode) */
+    unsigned char          staging_kind[4];     /* COLLAR_SLOT_* */
     int                    nstaging;
     /* Called by collar_sched_destroy (e.g. to free what the builder owns). */
     collar_sched_cleanup_fn_t cleanup;
@@ -1060,16 +1068,21 @@ void collar_sched_destroy(collar_sched_t *s);
  * collar_sched_start, or from a CALL step added with u.call.extends. */
 collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
                                  int *index);
-/* A staging buffer owned by the schedule (freed with it).  When the pool
- * has none to give, the schedule fails (the error it finishes with) and
- * drains: it gets heap memory of the same size for its messages, so that
- * it still issues the messages and collectives the other ranks expect of
- * it.  An error only when not even the heap has the memory. */
+/* A staging buffer owned by the schedule (freed with it): pinned, else
+ * pageable host memory (collar_staging_get), either of which carries the
+ * data.  When there is neither, the schedule fails (the error it finishes
+ * with) and drains: it gets drain memory (collar_drain_get) for its
+ * messages, so that it still issues the messages and collectives the other
+ * ranks expect of it, and they learn of the failure from the status
+ * agreement.  Not even drain memory: the job ends (collar_fail_stop), as
+ * the other ranks would wait for this one (an error where the schedule
+ * has no peers). */
 collar_status_t collar_sched_staging(collar_sched_t *s, size_t bytes,
                                      void **ptr);
 /* Device scratch owned by the schedule; when the device has none to give,
  * pinned host memory (which device kernels can read), with one warning;
- * when there is none of that either, as collar_sched_staging. */
+ * when there is none of that either, the schedule fails and drains, as
+ * collar_sched_staging without any host memory. */
 collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes,
                                      void **ptr);
 /*
