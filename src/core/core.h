@@ -243,6 +243,10 @@ void collar_config_load_quiet(int quiet);
  * environment makes for enumerated variable `name`, as an index into its
  * choices; the default's when unset or invalid (said when it is loaded). */
 int collar_config_env_choice(const char *name);
+/* For an unknown COLLAR_* name name[0..len): the known name it was
+ * probably meant to be (a typo of it, it cut short, or it with a part too
+ * many), or NULL. */
+const char *collar_config_suggest(const char *name, size_t len);
 /* Print the table: name, value in force, default, help. */
 void collar_config_print(FILE *out, int markdown);
 
