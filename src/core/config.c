@@ -298,8 +298,9 @@ static const cfg_row_t table[] = {
       FIELD(sim_node_size), NULL, 0, INT_MAX },
     { "COLLAR_SIM_FAIL", CFG_STRING, "",
       "inject failures into this process, for tests: KIND:N fails the N-th "
-      "event of KIND, e.g. alloc:3,copy:10 (the 3rd staging allocation and "
-      "the 10th copy, sim device), ipcopen:1 (the first opening of a peer's "
+      "event of KIND, e.g. alloc:3,copy:10 (the 3rd allocation of pinned "
+      "staging memory, where pageable memory then stands in, and the 10th "
+      "copy, sim device), ipcopen:1 (the first opening of a peer's "
       "IPC memory, sim), ipckill:1 (the process is killed in its first IPC "
       "allocation, sim), export:1 (the first export of an application's "
       "buffer for ipc's zero-copy, sim); on any backend: thread:1 (the "
@@ -310,6 +311,8 @@ static const cfg_row_t table[] = {
       "set-up one, cannot be made here), "
       "zcalloc:1 (no memory for ipc zero-copy's bookkeeping), query:N (the "
       "cuda backend's N-th pointer query fails as after a sticky error), "
+      "heap:N (the N-th time pageable memory is to stand in for pinned "
+      "staging memory, there is none either: the call fails, on every rank), "
       "store:1 (the launcher's key-value store is not read at MPI_Init: "
       "collar cannot tell which ranks have it, nor their settings).",
       FIELD(sim_fail), NULL, 0, 0 },
@@ -691,52 +694,108 @@ static void load_row(const cfg_row_t *row, int quiet)
     }
 }
 
-/* The edit distance (insertions, deletions, substitutions) between a[0..la)
- * and b, up to `most`: most + 1 when it is larger. */
-static size_t edit_distance(const char *a, size_t la, const char *b, size_t most)
+/* Letters compared as the same whatever their case: the environment is
+ * case-sensitive, so collar_log is a name collar never reads. */
+static int same_char(char a, char b)
 {
-    const size_t lb = strlen(b);
-    if ((la > lb ? la - lb : lb - la) > most || lb >= 64) {
-        return most + 1;
-    }
-    size_t row[64];
-    for (size_t j = 0; j <= lb; j++) {
-        row[j] = j;
-    }
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            const size_t up = row[j];
-            size_t d = diag + (a[i - 1] != b[j - 1]);
-            if (row[j - 1] + 1 < d) {
-                d = row[j - 1] + 1;
-            }
-            if (up + 1 < d) {
-                d = up + 1;
-            }
-            row[j] = d;
-            diag = up;
-        }
-    }
-    return row[lb] > most ? most + 1 : row[lb];
+    return toupper((unsigned char)a) == toupper((unsigned char)b);
 }
 
-/* The known name closest to name[0..len), at most 3 edits away (the first
- * of the closest), or NULL. */
-static const char *closest_name(const char *name, size_t len)
+/*
+ * The edit distance between a[0..la) and b[0..lb): insertions, deletions,
+ * substitutions and transpositions of two neighbours (ALGORTIHM), each one
+ * edit (the optimal string alignment distance), up to `most`: most + 1
+ * when it is larger.
+ */
+static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb,
+                            size_t most)
 {
-    const size_t most = 3;
-    const char *best = NULL;
-    size_t best_d = most + 1;
+    enum { MAXLEN = 64 };
+    if ((la > lb ? la - lb : lb - la) > most || la >= MAXLEN || lb >= MAXLEN) {
+        return most + 1;
+    }
+    size_t rows[3][MAXLEN];   /* i - 2, i - 1, i */
+    size_t *before = rows[0], *prev = rows[1], *cur = rows[2];
+    for (size_t j = 0; j <= lb; j++) {
+        prev[j] = j;
+    }
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t d = prev[j - 1] + !same_char(a[i - 1], b[j - 1]);
+            if (prev[j] + 1 < d) {
+                d = prev[j] + 1;
+            }
+            if (cur[j - 1] + 1 < d) {
+                d = cur[j - 1] + 1;
+            }
+            if (i > 1 && j > 1 && same_char(a[i - 1], b[j - 2])
+                && same_char(a[i - 2], b[j - 1]) && before[j - 2] + 1 < d) {
+                d = before[j - 2] + 1;
+            }
+            cur[j] = d;
+        }
+        size_t *t = before;
+        before = prev;
+        prev = cur;
+        cur = t;
+    }
+    return prev[lb] > most ? most + 1 : prev[lb];
+}
+
+/* a[0..la) is a prefix of b (case aside). */
+static int is_prefix(const char *a, size_t la, const char *b)
+{
+    size_t i = 0;
+    while (i < la && b[i] != '\0' && same_char(a[i], b[i])) {
+        i++;
+    }
+    return i == la;
+}
+
+/*
+ * The known name an unknown COLLAR_* name was probably meant to be, or
+ * NULL.  On the parts after COLLAR_ (u of the unknown name, k of a known
+ * one), the first rule that finds one:
+ *   1. a typo: k at most max(1, |u| / 4) edits from u (edit_distance), the
+ *      closest (the first of those as close), so that a short name must be
+ *      nearly right (ALGO is 2 edits from LOG, not a typo of it);
+ *   2. a name cut short: u (3 letters or more) a prefix of k, the shortest
+ *      such k (CHUNK: CHUNK_SIZE; STAT: STATS; ALGO: ALGORITHM);
+ *   3. a name with a part too many: k followed by '_' a prefix of u, the
+ *      longest such k (LOG_LEVEL: LOG).
+ * Letters compare whatever their case.
+ */
+const char *collar_config_suggest(const char *name, size_t len)
+{
+    static const char pre[] = "COLLAR_";
+    const size_t npre = sizeof(pre) - 1;
+    if (len < npre || !is_prefix(name, npre, pre)) {
+        return NULL;
+    }
+    const char *u = name + npre;
+    const size_t lu = len - npre;
+    const size_t most = lu / 4 > 1 ? lu / 4 : 1;
+    const char *typo = NULL, *cut = NULL, *longer = NULL;
+    size_t typo_d = most + 1, cut_len = SIZE_MAX, longer_len = 0;
     for (size_t i = 0; i < NROWS; i++) {
-        const size_t d = edit_distance(name, len, table[i].name, most);
-        if (d < best_d) {
-            best = table[i].name;
-            best_d = d;
+        const char *k = table[i].name + npre;
+        const size_t lk = strlen(k);
+        const size_t d = edit_distance(u, lu, k, lk, most);
+        if (d < typo_d) {
+            typo = table[i].name;
+            typo_d = d;
+        }
+        if (lu >= 3 && lk > lu && is_prefix(u, lu, k) && lk < cut_len) {
+            cut = table[i].name;
+            cut_len = lk;
+        }
+        if (lu > lk + 1 && is_prefix(k, lk, u) && u[lk] == '_' && lk > longer_len) {
+            longer = table[i].name;
+            longer_len = lk;
         }
     }
-    return best;
+    return typo != NULL ? typo : cut != NULL ? cut : longer;
 }
 
 static int config_loaded;
@@ -784,8 +843,8 @@ void collar_config_load_quiet(int quiet)
         if (find_row(*e, len) != NULL) {
             continue;
         }
-        /* A typo: the known name it is closest to. */
-        const char *near = closest_name(*e, len);
+        /* A typo, or a name cut short or too long: the known one meant. */
+        const char *near = collar_config_suggest(*e, len);
         char hint[96] = "";
         if (near != NULL) {
             snprintf(hint, sizeof(hint), "did you mean %s? ", near);

@@ -246,6 +246,10 @@ int collar_config_env_choice(const char *name);
 /* The same for any variable, as collar would read it (the default's when
  * unset or invalid), formatted as collar-info prints values. */
 void collar_config_env_value(const char *name, char *buf, size_t len);
+/* For an unknown COLLAR_* name name[0..len): the known name it was
+ * probably meant to be (a typo of it, it cut short, or it with a part too
+ * many), or NULL. */
+const char *collar_config_suggest(const char *name, size_t len);
 /* Print the table: name, value in force, default, help. */
 void collar_config_print(FILE *out, int markdown);
 
@@ -276,15 +280,17 @@ void collar_format_range(size_t bytes, char *buf, size_t len);
  * creation, the table of nodes, a communicator's node shape, collar's
  * agreement collectives (a local MPI error), the split of collar's
  * communicator, ipc zero-copy's bookkeeping, the cuda backend's pointer
- * query (a sticky error), the launcher's key-value store (as where there
- * is none).
+ * query (a sticky error); the pageable memory that stands in for staging
+ * memory that cannot be had (collar_staging_get); the launcher's key-value
+ * store (as where there is none).
  */
 typedef enum {
     COLLAR_FAULT_ALLOC, COLLAR_FAULT_COPY, COLLAR_FAULT_IPCOPEN,
     COLLAR_FAULT_IPCKILL, COLLAR_FAULT_EXPORT, COLLAR_FAULT_THREAD,
     COLLAR_FAULT_NODES, COLLAR_FAULT_SHAPE, COLLAR_FAULT_AGREE,
     COLLAR_FAULT_SPLIT, COLLAR_FAULT_ZEROCOPY, COLLAR_FAULT_QUERY,
-    COLLAR_FAULT_STORE, COLLAR_FAULT_COUNT
+    COLLAR_FAULT_HEAP, COLLAR_FAULT_STORE,
+    COLLAR_FAULT_COUNT
 } collar_fault_t;
 
 /* Parse the specification (NULL or empty: none); a malformed one is one
@@ -984,6 +990,15 @@ typedef struct {
 typedef struct collar_sched collar_sched_t;
 typedef void (*collar_sched_cleanup_fn_t)(collar_sched_t *s);
 
+/* What a schedule's buffer is: staging of one of its kinds, or device
+ * scratch. */
+enum {
+    COLLAR_SLOT_PINNED = COLLAR_STAGING_PINNED,
+    COLLAR_SLOT_HEAP = COLLAR_STAGING_HEAP,
+    COLLAR_SLOT_DRAIN = COLLAR_STAGING_DRAIN,
+    COLLAR_SLOT_SCRATCH
+};
+
 struct collar_sched {
     collar_step_t         *steps;
     int                    nsteps;
@@ -1012,8 +1027,7 @@ struct collar_sched {
     /* Buffers from the staging pools, released by collar_sched_destroy. */
     void                  *staging[4];
     size_t                 staging_len[4];
-    unsigned char          staging_scratch[4];  /* 1: device scratch pool,
-                                                   2: heap (drain mode) */
+    unsigned char          staging_kind[4];     /* COLLAR_SLOT_* */
     int                    nstaging;
     /* Called by collar_sched_destroy (e.g. to free what the builder owns). */
     collar_sched_cleanup_fn_t cleanup;
@@ -1070,16 +1084,21 @@ void collar_sched_destroy(collar_sched_t *s);
  * collar_sched_start, or from a CALL step added with u.call.extends. */
 collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
                                  int *index);
-/* A staging buffer owned by the schedule (freed with it).  When the pool
- * has none to give, the schedule fails (the error it finishes with) and
- * drains: it gets heap memory of the same size for its messages, so that
- * it still issues the messages and collectives the other ranks expect of
- * it.  An error only when not even the heap has the memory. */
+/* A staging buffer owned by the schedule (freed with it): pinned, else
+ * pageable host memory (collar_staging_get), either of which carries the
+ * data.  When there is neither, the schedule fails (the error it finishes
+ * with) and drains: it gets drain memory (collar_drain_get) for its
+ * messages, so that it still issues the messages and collectives the other
+ * ranks expect of it, and they learn of the failure from the status
+ * agreement.  Not even drain memory: the job ends (collar_fail_stop), as
+ * the other ranks would wait for this one (an error where the schedule
+ * has no peers). */
 collar_status_t collar_sched_staging(collar_sched_t *s, size_t bytes,
                                      void **ptr);
 /* Device scratch owned by the schedule; when the device has none to give,
  * pinned host memory (which device kernels can read), with one warning;
- * when there is none of that either, as collar_sched_staging. */
+ * when there is none of that either, the schedule fails and drains, as
+ * collar_sched_staging without any host memory. */
 collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes,
                                      void **ptr);
 /*

@@ -198,6 +198,39 @@ void collar_pool_put(const collar_device_t *dev, void *ptr, size_t bytes);
 collar_status_t collar_scratch_get(const collar_device_t *dev, size_t bytes,
                                    void **ptr);
 void collar_scratch_put(const collar_device_t *dev, void *ptr, size_t bytes);
+/*
+ * Staging: host memory that carries data between the device and the MPI
+ * library.  From the staging pool; else pageable host memory, which every
+ * backend copies to and from, more slowly (a fallback: said once per
+ * process at info level; COLLAR_SIM_FAIL=heap:N fails it).  *kind says
+ * which, for collar_staging_put; a call that staged through pageable
+ * memory counts the fallback once (collar_staging_count_fallback).
+ * COLLAR_ERR_NO_MEMORY when neither can be had.  Not for memory a device
+ * kernel reads: a kernel cannot read pageable memory (device scratch falls
+ * back to collar_pool_get alone).
+ */
+typedef enum {
+    COLLAR_STAGING_PINNED,   /* the staging pool */
+    COLLAR_STAGING_HEAP,     /* pageable host memory */
+    COLLAR_STAGING_DRAIN     /* collar_drain_get */
+} collar_staging_kind_t;
+collar_status_t collar_staging_get(const collar_device_t *dev, size_t bytes,
+                                   void **ptr, collar_staging_kind_t *kind);
+void collar_staging_put(const collar_device_t *dev, void *ptr, size_t bytes,
+                        collar_staging_kind_t kind);
+/* One call staged through pageable memory, for the statistics. */
+void collar_staging_count_fallback(void);
+/*
+ * Drain memory: `bytes` of address space for a failed operation to issue
+ * its messages on (the other ranks wait for them) when not even pageable
+ * memory can be had; what is written there is lost, and what is read is
+ * whatever some other part of it last held, except in its last 8 KiB,
+ * which hold what was written there.  One block of 2 MiB made at the first
+ * need and kept, mapped again and again: it costs no memory of its size.
+ * NULL when not even that can be had.  Freed with collar_drain_put.
+ */
+void *collar_drain_get(size_t bytes);
+void collar_drain_put(void *ptr, size_t bytes);
 /* Free what both pools keep (MPI_Finalize). */
 void collar_pool_release_all(void);
 /* The size the pools allocate for `bytes`: the next power of two from

@@ -32,6 +32,7 @@ static const char *const fault_names[COLLAR_FAULT_COUNT] = {
     [COLLAR_FAULT_SPLIT] = "split",
     [COLLAR_FAULT_ZEROCOPY] = "zcalloc",
     [COLLAR_FAULT_QUERY] = "query",
+    [COLLAR_FAULT_HEAP] = "heap",
     [COLLAR_FAULT_STORE] = "store",
 };
 

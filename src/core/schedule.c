@@ -32,17 +32,21 @@
  * internal collectives of later operations stay in the same order on every
  * rank.
  *
- * A failure on one rank only: a rank that cannot get its staging memory
- * still builds the whole schedule on heap memory, failed from the start
- * (collar_sched_staging), so it drains through the same messages and
- * collectives, and the sequence numbers and collective order stay the
- * same on every rank.  The other ranks learn of it from the status
- * agreement (collar_sched_add_agree), the last collective of every
- * schedule: a nonblocking MPI_MAX allreduce of one int, issued when the
- * rank's contribution is final and overlapped with the data's allreduces
- * (staged, chunked) or at the end (the ring), or carried by the data's
- * own allreduce as one more element (collar_sched_fold_agree: one-chunk
- * staged, where the op keeps a flag).  Every rank then either has
+ * A failure on one rank only: a rank that cannot get pinned staging
+ * memory stages through pageable host memory instead, and nothing fails
+ * (collar_staging_get); one that cannot get that either (or, for device
+ * scratch, neither device nor pinned memory) still builds the whole
+ * schedule on drain memory, failed from the start (collar_sched_staging),
+ * so it drains through the same messages and collectives, and the
+ * sequence numbers and collective order stay the same on every rank.  The
+ * other ranks learn of it from the status agreement
+ * (collar_sched_add_agree), the last collective of every schedule: a
+ * nonblocking MPI_MAX allreduce of one int, issued when the rank's
+ * contribution is final and overlapped with the data's allreduces (staged,
+ * chunked) or at the end (the ring), or carried by the data's own
+ * allreduce as one more element (collar_sched_fold_agree: one-chunk
+ * staged, where the op keeps a flag; drain memory keeps it).  Every rank
+ * then either has
  * the right result or returns an error: a failure after the agreement (a
  * copy-out) fails that rank alone, whose contribution was already whole.
  */
@@ -80,12 +84,11 @@ void collar_sched_destroy(collar_sched_t *s)
         s->cleanup(s);
     }
     for (int i = 0; i < s->nstaging; i++) {
-        if (s->staging_scratch[i] == 2) {
-            free(s->staging[i]);
-        } else if (s->staging_scratch[i]) {
+        if (s->staging_kind[i] == COLLAR_SLOT_SCRATCH) {
             collar_scratch_put(s->dev, s->staging[i], s->staging_len[i]);
         } else {
-            collar_pool_put(s->dev, s->staging[i], s->staging_len[i]);
+            collar_staging_put(s->dev, s->staging[i], s->staging_len[i],
+                               (collar_staging_kind_t)s->staging_kind[i]);
         }
     }
     free(s->steps);
@@ -135,31 +138,65 @@ collar_status_t collar_sched_add(collar_sched_t *s, const collar_step_t *step,
 
 static void sched_fail(collar_sched_t *s, collar_status_t st, int mpi_error);
 
+/* Note a buffer the schedule owns. */
+static void staging_note(collar_sched_t *s, void *ptr, size_t bytes, int kind)
+{
+    s->staging[s->nstaging] = ptr;
+    s->staging_len[s->nstaging] = bytes;
+    s->staging_kind[s->nstaging] = (unsigned char)kind;
+    s->nstaging++;
+}
+
+static int staging_full(const collar_sched_t *s)
+{
+    return s->nstaging == (int)(sizeof(s->staging) / sizeof(s->staging[0]));
+}
+
+/* Drain memory for a schedule that could get no memory for a buffer
+ * (`what`) at all. */
+static collar_status_t staging_drain(collar_sched_t *s, size_t bytes,
+                                     collar_status_t st, const char *what,
+                                     void **ptr)
+{
+    /* Fail this operation, but keep its shape: the other ranks wait for
+     * its messages and collectives, which drain memory carries; no device
+     * or host work touches it (the schedule drains). */
+    *ptr = collar_drain_get(bytes);
+    if (*ptr == NULL) {
+        if (s->comm != NULL && s->comm->private_comm != MPI_COMM_NULL) {
+            collar_fail_stop(s->comm->private_comm, MPI_ERR_NO_MEM,
+                             "memory to take part in an operation's messages");
+        }
+        return st;
+    }
+    collar_error(COLL, "schedule %llu: %s (%zu bytes): %s; the operation "
+                 "fails, after its messages", (unsigned long long)s->seq, what,
+                 bytes, collar_status_string(st));
+    sched_fail(s, st, MPI_ERR_OTHER);
+    staging_note(s, *ptr, bytes, COLLAR_SLOT_DRAIN);
+    return COLLAR_OK;
+}
+
 collar_status_t collar_sched_staging(collar_sched_t *s, size_t bytes, void **ptr)
 {
-    if (s->nstaging == (int)(sizeof(s->staging) / sizeof(s->staging[0]))) {
+    if (staging_full(s)) {
         return COLLAR_ERR_INVALID;
     }
-    unsigned char kind = 0;
-    collar_status_t st = collar_pool_get(s->dev, bytes, ptr);
+    collar_staging_kind_t kind;
+    collar_status_t st = collar_staging_get(s->dev, bytes, ptr, &kind);
     if (st != COLLAR_OK) {
-        /* Fail this operation, but keep its shape: the other ranks wait
-         * for its messages and collectives.  Heap memory carries them; no
-         * device or host work touches it (the schedule drains). */
-        *ptr = malloc(bytes ? bytes : 1);
-        if (*ptr == NULL) {
-            return st;
-        }
-        collar_error(COLL, "schedule %llu: no staging memory (%zu bytes): %s; "
-                     "the operation fails, after its messages",
-                     (unsigned long long)s->seq, bytes, collar_status_string(st));
-        sched_fail(s, st, MPI_ERR_OTHER);
-        kind = 2;
+        return staging_drain(s, bytes, st, "no host memory for its staging", ptr);
     }
-    s->staging[s->nstaging] = *ptr;
-    s->staging_len[s->nstaging] = bytes;
-    s->staging_scratch[s->nstaging] = kind;
-    s->nstaging++;
+    if (kind == COLLAR_STAGING_HEAP) {
+        int first = 1;   /* the operation's first: one fallback a call */
+        for (int i = 0; i < s->nstaging; i++) {
+            first &= s->staging_kind[i] != COLLAR_SLOT_HEAP;
+        }
+        if (first) {
+            collar_staging_count_fallback();
+        }
+    }
+    staging_note(s, *ptr, bytes, (int)kind);
     return COLLAR_OK;
 }
 
@@ -269,22 +306,27 @@ void collar_sched_block_colls(collar_sched_t *s)
 
 collar_status_t collar_sched_scratch(collar_sched_t *s, size_t bytes, void **ptr)
 {
-    if (s->nstaging == (int)(sizeof(s->staging) / sizeof(s->staging[0]))) {
+    if (staging_full(s)) {
         return COLLAR_ERR_INVALID;
     }
-    if (collar_scratch_get(s->dev, bytes, ptr) != COLLAR_OK) {
-        /* The same messages and steps with the scratch in pinned memory:
-         * slower reductions, but nothing the other ranks would notice. */
-        if (collar_log_first("scratch-fallback")) {
-            collar_warn(MEM, "no device scratch memory; reductions read "
-                        "pinned host memory instead (slower)");
-        }
-        return collar_sched_staging(s, bytes, ptr);
+    if (collar_scratch_get(s->dev, bytes, ptr) == COLLAR_OK) {
+        staging_note(s, *ptr, bytes, COLLAR_SLOT_SCRATCH);
+        return COLLAR_OK;
     }
-    s->staging[s->nstaging] = *ptr;
-    s->staging_len[s->nstaging] = bytes;
-    s->staging_scratch[s->nstaging] = 1;
-    s->nstaging++;
+    /* The same messages and steps with the scratch in pinned memory:
+     * slower reductions, but nothing the other ranks would notice.  Not
+     * pageable memory, which a device kernel cannot read: without pinned
+     * memory either, the operation fails and drains. */
+    if (collar_log_first("scratch-fallback")) {
+        collar_warn(MEM, "no device scratch memory; reductions read "
+                    "pinned host memory instead (slower)");
+    }
+    collar_status_t st = collar_pool_get(s->dev, bytes, ptr);
+    if (st != COLLAR_OK) {
+        return staging_drain(s, bytes, st, "no device scratch and no pinned "
+                             "memory for its reductions", ptr);
+    }
+    staging_note(s, *ptr, bytes, COLLAR_SLOT_PINNED);
     return COLLAR_OK;
 }
 

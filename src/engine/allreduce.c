@@ -279,8 +279,9 @@ static int kept_put(collar_comm_t *c, collar_sched_t *s,
         return 0;   /* ipc's: its region is the communicator's latest */
     }
     for (int i = 0; i < s->nstaging; i++) {
-        if (s->staging_scratch[i] == 2) {
-            return 0;   /* heap memory of a failed allocation */
+        if (s->staging_kind[i] == COLLAR_SLOT_HEAP
+            || s->staging_kind[i] == COLLAR_SLOT_DRAIN) {
+            return 0;   /* for want of pinned memory: the next call asks again */
         }
     }
     kept_t *k = c->kept;

@@ -26,14 +26,17 @@
  * take device pointers, the collective in COLLAR_COLLECTIVES; or statistics
  * on): otherwise the wrapper is one test and the PMPI call.
  *
- * A failure of collar's own (no staging memory, a failed copy) must not
- * leave the other ranks waiting in the collective: the rank still enters it
- * with its host copy (zeroed when the copy into it failed, a plain heap
- * buffer when no staging memory could be had), leaves its receive buffer as
- * it was, and then reports MPI_ERR_OTHER through the communicator's error
- * handler.  What the other ranks received from it is undefined and they are
- * not told.  Only when not even a heap buffer can be had does the rank
- * return without entering the collective.
+ * Without pinned memory for a host copy, pageable host memory carries it
+ * (collar_staging_get): slower copies, the same result.  A failure of
+ * collar's own (no host memory at all, a failed copy) must not leave the
+ * other ranks waiting in the collective: the rank still enters it with its
+ * host copy (zeroed when the copy into it failed, drain memory when no
+ * host memory could be had), leaves its receive buffer as it was, and then
+ * reports MPI_ERR_OTHER through the communicator's error handler.  What the
+ * other ranks received from it is undefined and they are not told (an
+ * allreduce's are: its status agreement).  Only when not even drain memory
+ * can be had does the rank not enter the collective: it cannot, and the
+ * others would wait for it, so collar ends the job (collar_fail_stop).
  */
 #include "config.h"
 #include "engine_int.h"
@@ -97,7 +100,7 @@ typedef struct {
     int         read;     /* read by the call: copied in before it */
     char       *host;     /* the staging copy, NULL when not staged */
     size_t      host_len;
-    int         pooled;   /* from the staging pool (else the heap) */
+    collar_staging_kind_t kind;   /* what host is */
     collar_event_t ev;
     int         copying;  /* ev is outstanding */
 } colls_buf_t;
@@ -437,9 +440,10 @@ static void log_staged(const colls_call_t *cc)
 /*
  * Classify the buffers; when the collective is staged and a buffer is on
  * the device, allocate its host copy (cc->staged: the MPI call takes host
- * pointers, host_ptr).  cc->failed holds collar's failure, reported after
- * the collective.  COLLAR_ERR_NO_MEMORY: not even a heap buffer; the caller
- * returns without the collective.
+ * pointers, host_ptr), pinned or pageable.  Without either, drain memory
+ * and cc->failed: collar's failure, reported after the collective.
+ * COLLAR_ERR_NO_MEMORY: not even drain memory (the job ends, as the
+ * other ranks would wait for this one).
  */
 static collar_status_t stage_alloc(colls_call_t *cc)
 {
@@ -462,6 +466,7 @@ static collar_status_t stage_alloc(colls_call_t *cc)
     }
     log_staged(cc);
     cc->staged = 1;
+    int pageable = 0;
     for (int i = 0; i < cc->nbuf; i++) {
         colls_buf_t *b = &cc->buf[i];
         if (b->len == 0) {
@@ -469,22 +474,31 @@ static collar_status_t stage_alloc(colls_call_t *cc)
         }
         void *p = NULL;
         collar_status_t st = cc->failed == COLLAR_OK
-                             ? collar_pool_get(colls_dev, b->len, &p)
+                             ? collar_staging_get(colls_dev, b->len, &p, &b->kind)
                              : COLLAR_ERR_NO_MEMORY;
-        if (st == COLLAR_OK) {
-            b->pooled = 1;
-        } else {
+        if (st != COLLAR_OK) {
             if (cc->failed == COLLAR_OK) {
+                collar_error(COLL, "cannot stage %s: no host memory for %zu "
+                             "bytes (%s); the rank takes part without its "
+                             "data and the call fails", collar_coll_name(cc->coll),
+                             b->len, collar_status_string(st));
                 cc->failed = st;
             }
             /* Enough to take part in the collective. */
-            p = calloc(1, b->len);
+            p = collar_drain_get(b->len);
             if (p == NULL) {
+                collar_fail_stop(cc->comm, MPI_ERR_NO_MEM, "memory to take "
+                                 "part in a collective");
                 return COLLAR_ERR_NO_MEMORY;
             }
+            b->kind = COLLAR_STAGING_DRAIN;
         }
+        pageable |= b->kind == COLLAR_STAGING_HEAP;
         b->host = p;
         b->host_len = b->len;
+    }
+    if (pageable) {
+        collar_staging_count_fallback();   /* once a call */
     }
     return COLLAR_OK;
 }
@@ -544,11 +558,7 @@ static void release(colls_call_t *cc)
         if (b->host == NULL) {
             continue;
         }
-        if (b->pooled) {
-            collar_pool_put(colls_dev, b->host, b->host_len);
-        } else {
-            free(b->host);
-        }
+        collar_staging_put(colls_dev, b->host, b->host_len, b->kind);
         b->host = NULL;
     }
 }
@@ -676,8 +686,9 @@ static int op_enter(colls_op_t *op, const collar_coll_args_t *a, int copy_in,
         return MPI_SUCCESS;
     }
     if (stage_alloc(cc) != COLLAR_OK) {
-        collar_error(COLL, "cannot stage %s: no host memory for %zu bytes",
-                     collar_coll_name(cc->coll), cc->buf[0].len + cc->buf[1].len);
+        collar_error(COLL, "cannot stage %s: no host memory for %zu bytes, not "
+                     "even to take part", collar_coll_name(cc->coll),
+                     cc->buf[0].len + cc->buf[1].len);
         release(cc);
         PMPI_Comm_call_errhandler(cc->comm, MPI_ERR_OTHER);
         return MPI_ERR_OTHER;

@@ -45,7 +45,8 @@
  *                  buffers' devices instead); none = non-blocking
  *                  streams, no wait: the caller has synchronised.
  *   staging        cudaHostAlloc (portable); if pinned memory cannot be
- *                  had, pageable memory with one warning (copies are then
+ *                  had, host_alloc fails and the caller stages through
+ *                  pageable memory (collar_staging_get: copies are then
  *                  slower, never wrong).  Device scratch: cudaMalloc on the
  *                  device of the call's buffers; the scratch pool keeps
  *                  buffers per device (scratch_device).
@@ -673,6 +674,16 @@ static collar_status_t cu_copy_async(void *dst, const void *src, size_t bytes,
                                        : si.device, &dv);
     if (st == COLLAR_OK) {
         struct collar_stream *s = &dv->s[(unsigned)stream % CU_NSTREAMS];
+        /* The host side may be pageable memory (staging without pinned
+         * memory: collar_staging_get).  CUDA Runtime API, "API
+         * synchronization behavior", Memcpy, Asynchronous: "For transfers
+         * between device memory and pageable host memory, the function
+         * might be synchronous with respect to host" ("If pageable memory
+         * must first be staged to pinned memory, the driver may synchronize
+         * with the stream and stage the copy into pinned memory"): allowed,
+         * and still in stream order, so the event recorded after it (or
+         * the wait) covers it as for pinned memory; only slower, and this
+         * thread may wait in the call. */
         cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
                                           s->stream);
         if (err != cudaSuccess) {
@@ -979,22 +990,19 @@ static collar_status_t cu_host_alloc(size_t bytes, void **ptr)
     }
     free(b);
     cudaGetLastError();
-    if (collar_log_first("cuda-pageable")) {
-        collar_warn(MEM, "cuda: cannot pin %zu bytes (%s); staging through "
-                    "pageable memory (slower)", bytes, cudaGetErrorString(err));
-    }
-    if (posix_memalign(ptr, 4096, bytes ? bytes : 1) != 0) {
-        return COLLAR_ERR_NO_MEMORY;
-    }
-    return COLLAR_OK;
+    /* The caller falls back where it may (collar_staging_get: pageable
+     * memory for staging, but never for the scratch kernels read). */
+    collar_debug(MEM, "cuda: cannot pin %zu bytes: %s", bytes,
+                 cudaGetErrorString(err));
+    *ptr = NULL;
+    return COLLAR_ERR_NO_MEMORY;
 }
 
 static void cu_host_free(void *ptr)
 {
     struct cu_pinned *b = cu_block_take(&cu.pinned, ptr);
     if (b == NULL) {
-        free(ptr);   /* pageable: pinning had failed */
-        return;
+        return;   /* not host_alloc's */
     }
     cu_current_t cur;
     cu_enter(b->device, &cur);

@@ -124,6 +124,58 @@ static void test_first(void)
     UNIT_CHECK(collar_log_first("key two") == 1, "another key");
 }
 
+/* The known name an unknown COLLAR_* name was meant to be: typos of it,
+ * it cut short, it with a part too many; nothing where nothing is close,
+ * and never a name merely a few letters away from a short one. */
+static void test_suggest(void)
+{
+    static const struct { const char *name, *meant; } cases[] = {
+        /* cut short */
+        { "COLLAR_CHUNK", "COLLAR_CHUNK_SIZE" },      /* not COLLAR_CHECK */
+        { "COLLAR_ALGO", "COLLAR_ALGORITHM" },        /* not COLLAR_LOG */
+        { "COLLAR_IPC", "COLLAR_IPC_MAPS" },          /* the shortest IPC_ */
+        { "COLLAR_NCCL", "COLLAR_NCCL_LIBRARY" },     /* not COLLAR_NVTX */
+        { "COLLAR_LOG_SUB", "COLLAR_LOG_SUBSYS" },
+        { "COLLAR_GDR", "COLLAR_GDRCOPY" },
+        /* a part too many */
+        { "COLLAR_LOG_LEVEL", "COLLAR_LOG" },
+        { "COLLAR_STATS_OUTPUT", "COLLAR_STATS" },
+        { "COLLAR_LOG_SUBSYS_MEM", "COLLAR_LOG_SUBSYS" },  /* the longest */
+        /* typos */
+        { "COLLAR_ALGORTIHM", "COLLAR_ALGORITHM" },   /* a transposition */
+        { "COLLAR_ALGORTHM", "COLLAR_ALGORITHM" },
+        { "COLLAR_DEVIC", "COLLAR_DEVICE" },
+        { "COLLAR_STAT", "COLLAR_STATS" },
+        { "COLLAR_PROGRES", "COLLAR_PROGRESS" },
+        { "COLLAR_CHUNKSIZE", "COLLAR_CHUNK_SIZE" },
+        { "COLLAR_DISABLED", "COLLAR_DISABLE" },
+        { "COLLAR_LOG_SUBSYTEM", "COLLAR_LOG_SUBSYS" },
+        { "COLLAR_STAGINGPOOL", "COLLAR_STAGING_POOL" },
+        { "COLLAR_log", "COLLAR_LOG" },               /* the case */
+        { "COLLAR_Device", "COLLAR_DEVICE" },
+        /* nothing meant */
+        { "COLLAR_NO_SUCH_THING", NULL },
+        { "COLLAR_FOO", NULL },
+        { "COLLAR_X", NULL },
+        { "COLLAR_", NULL },
+        { "COLLAR_LO_G", "COLLAR_LOG" },
+        { "COLLAR_SPEED", NULL },
+        { "COLLAR_AB", NULL },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *got = collar_config_suggest(cases[i].name, strlen(cases[i].name));
+        const int ok = cases[i].meant == NULL ? got == NULL
+                       : got != NULL && strcmp(got, cases[i].meant) == 0;
+        UNIT_CHECK(ok, "%s: suggested %s, expected %s", cases[i].name,
+                   got ? got : "nothing", cases[i].meant ? cases[i].meant : "nothing");
+    }
+    /* Only the name before '=' counts (environ's entries). */
+    const char *e = "COLLAR_ALGO=ring";
+    const char *got = collar_config_suggest(e, 11);
+    UNIT_CHECK(got != NULL && strcmp(got, "COLLAR_ALGORITHM") == 0,
+               "COLLAR_ALGO=ring: %s", got ? got : "nothing");
+}
+
 /* Load a configuration with good, bad and unknown variables; the warnings
  * go to a file that is read back. */
 static void test_load(void)
@@ -210,6 +262,7 @@ int main(void)
     test_scalars();
     test_pattern();
     test_first();
+    test_suggest();
     test_load();
     return unit_finish("test_config");
 }

@@ -2,9 +2,10 @@
  * Unit test of the staging pools (src/core/pool.c) against a fake device
  * that records its allocations: what a request allocates (powers of two up
  * to 4 MiB, 2 MiB multiples above: a 1 GiB + 4 byte message must not take
- * 2 GiB), reuse of returned buffers, the COLLAR_STAGING_POOL bound, and
+ * 2 GiB), reuse of returned buffers, the COLLAR_STAGING_POOL bound,
  * device scratch kept per GPU (a buffer of one device is never handed out
- * for a call on another).
+ * for a call on another), pageable memory where no pinned memory can be
+ * had, and drain memory.
  */
 #include "config.h"
 #include "core/core.h"
@@ -23,11 +24,12 @@ typedef struct {
 static fake_buf_t bufs[64];
 static int nbufs, nallocs, nfrees;
 static int current_device;   /* the device of the call being set up */
+static int out_of_memory;    /* every allocation fails */
 
 /* Fake allocations: distinct addresses, never touched, nothing mapped. */
 static collar_status_t fake_alloc(size_t bytes, void **ptr)
 {
-    if (nbufs == 64) {
+    if (nbufs == 64 || out_of_memory) {
         return COLLAR_ERR_NO_MEMORY;
     }
     static uintptr_t next = 0x100000;
@@ -170,6 +172,81 @@ static void test_bound(void)
     collar_pool_release_all();
 }
 
+/* Staging: pinned memory from the pool, else pageable memory that holds
+ * data; an error only when neither can be had (COLLAR_SIM_FAIL=heap:1). */
+static void test_staging(void)
+{
+    void *p = NULL;
+    collar_staging_kind_t kind = COLLAR_STAGING_DRAIN;
+    UNIT_CHECK(collar_staging_get(&fake_dev, 5000, &p, &kind) == COLLAR_OK
+               && kind == COLLAR_STAGING_PINNED && fake_find(p) != NULL,
+               "pinned staging: kind %d", (int)kind);
+    collar_staging_put(&fake_dev, p, 5000, kind);
+
+    out_of_memory = 1;
+    const int a0 = nbufs;
+    UNIT_CHECK(collar_staging_get(&fake_dev, 100000, &p, &kind) == COLLAR_OK
+               && kind == COLLAR_STAGING_HEAP && fake_find(p) == NULL,
+               "no pinned memory: pageable, kind %d", (int)kind);
+    if (kind == COLLAR_STAGING_HEAP) {
+        memset(p, 7, 100000);   /* memory of its own, every byte */
+        collar_staging_put(&fake_dev, p, 100000, kind);
+    }
+    UNIT_CHECK(nbufs == a0, "a pinned buffer was made");
+
+    collar_fault_init("heap:1");
+    p = &kind;
+    UNIT_CHECK(collar_staging_get(&fake_dev, 100000, &p, &kind) == COLLAR_ERR_NO_MEMORY
+               && p == NULL, "no pinned and no pageable memory: an error");
+    UNIT_CHECK(collar_staging_get(&fake_dev, 100000, &p, &kind) == COLLAR_OK
+               && kind == COLLAR_STAGING_HEAP, "heap:1 fails once");
+    collar_staging_put(&fake_dev, p, 100000, kind);
+    collar_fault_init(NULL);
+    out_of_memory = 0;
+    collar_pool_release_all();
+}
+
+/* Drain memory: every byte may be written; its last 8 KiB hold what was
+ * written there whatever is written elsewhere; the rest is one block seen
+ * again and again, whatever the size. */
+static void test_drain(void)
+{
+    const size_t M = (size_t)1 << 20;
+    const size_t sizes[] = { 1, 100, 8192, 8193, 5 * M + 100, 64 * M };
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        const size_t n = sizes[s];
+        unsigned char *d = collar_drain_get(n);
+        UNIT_CHECK(d != NULL, "drain memory of %zu bytes", n);
+        if (d == NULL) {
+            continue;
+        }
+        const size_t tail = n < 8192 ? n : 8192;
+        for (size_t i = n - tail; i < n; i++) {
+            d[i] = (unsigned char)(i * 7);
+        }
+        memset(d, 0x5a, n - tail);
+        size_t kept = 0;
+        for (size_t i = n - tail; i < n; i++) {
+            kept += d[i] == (unsigned char)(i * 7);
+        }
+        UNIT_CHECK(kept == tail, "%zu bytes: %zu of the last %zu kept", n, kept,
+                   tail);
+        if (n >= 5 * M) {
+            volatile unsigned char *v = d;   /* (the compiler sees two bytes) */
+            v[0] = 1;
+            v[2 * M] = 2;
+            UNIT_CHECK(v[0] == 2, "%zu bytes: not one block seen again", n);
+        }
+        collar_drain_put(d, n);
+    }
+    collar_pool_release_all();
+    /* Made again after MPI_Finalize's release. */
+    void *d = collar_drain_get(3 * M);
+    UNIT_CHECK(d != NULL, "drain memory after the release");
+    collar_drain_put(d, 3 * M);
+    collar_pool_release_all();
+}
+
 int main(void)
 {
     collar_config_load();
@@ -178,5 +255,7 @@ int main(void)
     test_reuse();
     test_per_device();
     test_bound();
+    test_staging();
+    test_drain();
     return unit_finish("test_pool");
 }
