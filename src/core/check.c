@@ -43,7 +43,7 @@
 enum {
     F_COLL,     /* 1 MPI_Allreduce, 2 MPI_Iallreduce, 3 MPI_Allreduce_init */
     F_COUNT,
-    F_TSIZE,    /* MPI_Type_size of the datatype, -1 if it has none */
+    F_TSIZE,    /* MPI_Type_size_x of the datatype, -1 if it has none */
     F_OP,       /* index of a predefined op, or OP_USER */
     F_MEM,      /* collar_mem_kind_t */
     F_HASH_HI,  /* collar_select_hash(), in two halves (no INT64_MIN) */
@@ -344,14 +344,15 @@ static int check_compare(const collar_check_t *ck)
 
 static void fingerprint(const collar_check_call_t *call, int64_t *fp)
 {
-    int tsize = -1;
-    if (PMPI_Type_size(call->dtype, &tsize) != MPI_SUCCESS) {
+    MPI_Count tsize = -1;
+    if (PMPI_Type_size_x(call->dtype, &tsize) != MPI_SUCCESS
+        || tsize == MPI_UNDEFINED) {
         tsize = -1;
     }
     const uint64_t hash = collar_select_hash();
     fp[F_COLL] = call->persistent ? 3 : call->nonblocking ? 2 : 1;
-    fp[F_COUNT] = call->count;
-    fp[F_TSIZE] = tsize;
+    fp[F_COUNT] = (int64_t)call->count;
+    fp[F_TSIZE] = (int64_t)tsize;
     fp[F_OP] = op_index(call->op);
     fp[F_MEM] = (int64_t)call->mem;
     fp[F_HASH_HI] = (int64_t)(hash >> 32);

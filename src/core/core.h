@@ -838,7 +838,7 @@ void collar_obs_phase_end(collar_obs_t *o, collar_phase_t phase, size_t bytes,
 typedef struct {
     int               nonblocking;  /* MPI_Iallreduce */
     int               persistent;   /* MPI_Allreduce_init */
-    int               count;
+    MPI_Count         count;        /* whole: the _c bindings take 64 bits */
     MPI_Datatype      dtype;        /* compared by MPI_Type_size */
     MPI_Op            op;           /* predefined ops by identity */
     collar_mem_kind_t mem;          /* as collar classified the buffers:

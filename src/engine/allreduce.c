@@ -12,7 +12,6 @@
 #include "config.h"
 #include "engine_int.h"
 
-#include <limits.h>
 #include <stdlib.h>
 
 /* The algorithm of the thread's last selected allreduce (-1: none yet). */
@@ -84,7 +83,7 @@ static collar_check_call_t check_call(const collar_allreduce_args_t *a,
     collar_check_call_t c = {
         .nonblocking = a->request != NULL && !a->persistent,
         .persistent = a->persistent,
-        .count = a->count > INT_MAX ? INT_MAX : (int)a->count, .dtype = a->dtype,
+        .count = a->count, .dtype = a->dtype,
         .op = a->op, .mem = mem, .smem = smem, .rmem = rmem,
         .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
     };

@@ -13,6 +13,11 @@
  *   userop  rank 0 passes a user-defined op, the others MPI_SUM
  *   type    rank 1 passes MPI_DOUBLE, the others MPI_INT (same count)
  *   coll    rank 1 calls MPI_Iallreduce, the others MPI_Allreduce
+ *   bigcount  MPI_Allreduce_c with counts that differ only above INT_MAX:
+ *           2^31 + 4 bytes on rank 0, 2^32 + 4 on the others, from
+ *           buffers of 4 bytes (the check fails the call before anything
+ *           is read; a check that let it through would read past them).
+ *           A library without MPI_Allreduce_c (MPI-3) skips it.
  * With MPI_ERRORS_ARE_FATAL the job must end there; if the call returns, the
  * program says so and exits 3.
  *   return  each of the above on a communicator with MPI_ERRORS_RETURN:
@@ -73,6 +78,13 @@ static int erroneous(const char *mode, MPI_Comm comm, MPI_Request *req)
             return MPI_Iallreduce(in, out, 4, MPI_INT, MPI_SUM, comm, req);
         }
         return MPI_Allreduce(in, out, 4, MPI_INT, MPI_SUM, comm);
+    } else if (strcmp(mode, "bigcount") == 0) {
+#if MPI_VERSION >= 4
+        const MPI_Count count = ((MPI_Count)1 << (rank == 0 ? 31 : 32)) + 4;
+        return MPI_Allreduce_c(in, out, count, MPI_BYTE, MPI_BOR, comm);
+#else
+        tu_skip("MPI_Allreduce_c needs an MPI-4 library");
+#endif
     }
     return -1;
 }
