@@ -834,12 +834,47 @@ void collar_obs_phase_end(collar_obs_t *o, collar_phase_t phase, size_t bytes,
  * COLLAR_CHECK=1 (src/core/check.c, docs/reliability.md): before collar
  * issues anything of an allreduce, all ranks of the communicator verify
  * that they agree on what this call is and on what collar runs for it.
+ *
+ * What the fingerprint holds is every input that decides which
+ * collectives collar issues for the call, on which communicator, in
+ * which order: the call's arguments, and each rank-local setting that
+ * reaches that decision, resolved as it is used:
+ *   the memory kind of the buffers    COLLAR_DEVICE, the buffers
+ *   the rules in force (their hash)   COLLAR_TUNING_FILE, COLLAR_TUNING_DIR,
+ *                                     COLLAR_ALLREDUCE_RULES
+ *   the algorithm after eligibility   COLLAR_ALGORITHM (and the above)
+ *   the chunk of chunked and ring     COLLAR_CHUNK_SIZE
+ *   whether the MPI library takes     COLLAR_MPI_CUDA_AWARE: native or
+ *   device pointers (device calls)    staged, ring's and hier's direct
+ *                                     messages, and whether the library's
+ *                                     form copies to the host, runs on
+ *                                     collar's communicator and adds a
+ *                                     status agreement
+ *   the form (form below)             the effect of all of them on the
+ *                                     library's form
+ * Settings that do not appear are agreed by collar where they matter
+ * (COLLAR_PROGRESS: whether every rank runs the progress thread; ipc's
+ * zero-copy settings; NCCL's availability; collar's communicator), or
+ * change no collective (logging, statistics, the staging pool, copies).
+ * A new input that changes what collar issues belongs here.
  */
+typedef enum {
+    COLLAR_CHECK_FORM_NONE = 0,    /* not said (collar's core used alone) */
+    COLLAR_CHECK_FORM_SCHEDULE,    /* collar's schedule */
+    COLLAR_CHECK_FORM_LIBRARY,     /* the MPI library's allreduce on the
+                                    * buffers, on the application's
+                                    * communicator */
+    COLLAR_CHECK_FORM_STAGED_APP,  /* the MPI library's allreduce on host
+                                    * copies, then a status agreement, on
+                                    * the application's communicator */
+    COLLAR_CHECK_FORM_STAGED_OWN,  /* the same on collar's communicator */
+} collar_check_form_t;
+
 typedef struct {
     int               nonblocking;  /* MPI_Iallreduce */
     int               persistent;   /* MPI_Allreduce_init */
     MPI_Count         count;        /* whole: the _c bindings take 64 bits */
-    MPI_Datatype      dtype;        /* compared by MPI_Type_size */
+    MPI_Datatype      dtype;        /* compared by MPI_Type_size_x */
     MPI_Op            op;           /* predefined ops by identity */
     collar_mem_kind_t mem;          /* as collar classified the buffers:
                                      * device if either is not host */
@@ -847,6 +882,13 @@ typedef struct {
                                      * named in the message, not compared */
     collar_alg_t      alg;          /* selected, after eligibility */
     size_t            chunk;        /* in force for chunked and ring, else 0 */
+    int               devptr;       /* a device call: 2 the MPI library
+                                     * takes device pointers, 1 it does not
+                                     * (COLLAR_MPI_CUDA_AWARE, resolved);
+                                     * 0 a host call */
+    collar_check_form_t form;       /* as far as it is decided when the
+                                     * check is issued (a blocking call's
+                                     * is before collar's communicator) */
 } collar_check_call_t;
 
 /* Advances collar's outstanding operations; nonzero if any is outstanding. */
@@ -862,17 +904,16 @@ int collar_check_allreduce(MPI_Comm comm, const collar_check_call_t *call,
                            collar_check_progress_fn_t progress);
 
 /* A nonblocking or persistent start: the check travels with the operation.
- * collar_check_start issues its collective on comm (nonblocking; for a
- * persistent call the library's persistent collective, made now with
- * `info`, started by collar_check_restart at each start) and gives the
- * check (NULL: not checked, an intercommunicator); an error is returned,
- * not raised.  Once its request (collar_check_request) is complete,
- * collar_check_result says MPI_SUCCESS, or logs the message and gives the
- * error for the operation to end with. */
+ * collar_check_start issues its collective on comm, the same nonblocking
+ * collective as every other call's (a persistent call's at its init,
+ * once: its arguments are fixed there), and gives the check (NULL: not
+ * checked, an intercommunicator); an error is returned, not raised.  Once
+ * its request (collar_check_request) is complete, collar_check_result says
+ * MPI_SUCCESS, or logs the message and gives the error for the operation
+ * to end with. */
 typedef struct collar_check collar_check_t;
 int collar_check_start(MPI_Comm comm, const collar_check_call_t *call,
-                       MPI_Info info, collar_check_t **out);
-int collar_check_restart(collar_check_t *ck);
+                       collar_check_t **out);
 MPI_Request *collar_check_request(collar_check_t *ck);
 int collar_check_result(const collar_check_t *ck);
 void collar_check_free(collar_check_t *ck);

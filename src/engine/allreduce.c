@@ -73,12 +73,14 @@ static void stats_done(collar_stats_call_t *stat, double t0)
 }
 
 /* COLLAR_CHECK=1: what every rank must agree on for this call (plan NULL:
- * native on host memory). */
+ * native on host memory), `form` as far as it is decided (core.h lists
+ * the inputs). */
 static collar_check_call_t check_call(const collar_allreduce_args_t *a,
                                       collar_mem_kind_t mem,
                                       collar_mem_kind_t smem,
                                       collar_mem_kind_t rmem,
-                                      const collar_plan_t *plan)
+                                      const collar_plan_t *plan,
+                                      collar_check_form_t form)
 {
     collar_check_call_t c = {
         .nonblocking = a->request != NULL && !a->persistent,
@@ -86,6 +88,8 @@ static collar_check_call_t check_call(const collar_allreduce_args_t *a,
         .count = a->count, .dtype = a->dtype,
         .op = a->op, .mem = mem, .smem = smem, .rmem = rmem,
         .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
+        .devptr = mem == COLLAR_MEM_HOST ? 0 : collar_engine.mpi_cuda_aware ? 2 : 1,
+        .form = form,
     };
     if (plan != NULL
         && (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING)) {
@@ -97,26 +101,42 @@ static collar_check_call_t check_call(const collar_allreduce_args_t *a,
 /* A blocking call: all ranks agree before anything of it is issued. */
 static int check_agree(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
                        collar_mem_kind_t smem, collar_mem_kind_t rmem,
-                       const collar_plan_t *plan)
+                       const collar_plan_t *plan, collar_check_form_t form)
 {
-    const collar_check_call_t c = check_call(a, mem, smem, rmem, plan);
+    const collar_check_call_t c = check_call(a, mem, smem, rmem, plan, form);
     return collar_check_allreduce(a->comm, &c, collar_progress_all);
 }
 
-/* A nonblocking or persistent start: the check is issued now and travels
- * with the operation (*ck), which issues nothing of collar's own before
- * it has completed on every rank; an error starting it is raised. */
+/* A nonblocking or persistent start: the check is issued now, before
+ * anything else of the call, and travels with the operation (*ck), which
+ * issues nothing of collar's own schedule before it has completed on
+ * every rank; an error starting it is raised. */
 static int check_begin(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
                        collar_mem_kind_t smem, collar_mem_kind_t rmem,
-                       const collar_plan_t *plan, collar_check_t **ck)
+                       const collar_plan_t *plan, collar_check_form_t form,
+                       collar_check_t **ck)
 {
-    const collar_check_call_t c = check_call(a, mem, smem, rmem, plan);
-    int rc = collar_check_start(a->comm, &c, a->info, ck);
+    const collar_check_call_t c = check_call(a, mem, smem, rmem, plan, form);
+    int rc = collar_check_start(a->comm, &c, ck);
     if (rc != MPI_SUCCESS) {
         *a->request = MPI_REQUEST_NULL;
         PMPI_Comm_call_errhandler(a->comm, rc);
     }
     return rc;
+}
+
+/* The form of a call that collar_colls_allreduce runs (`on`: collar's
+ * communicator it is given, or NULL), as that function decides it. */
+static collar_check_form_t library_form(const collar_allreduce_args_t *a,
+                                        collar_mem_kind_t mem,
+                                        const collar_comm_t *on)
+{
+    if (!collar_colls_allreduce_stages(mem)) {
+        return COLLAR_CHECK_FORM_LIBRARY;
+    }
+    /* (A blocking call runs on the application's communicator.) */
+    return a->request != NULL && on != NULL && on->setup == COLLAR_COMM_READY
+           ? COLLAR_CHECK_FORM_STAGED_OWN : COLLAR_CHECK_FORM_STAGED_APP;
 }
 
 /* Host buffers only (pass_all, host_direct) with statistics on: the MPI
@@ -150,13 +170,15 @@ static int pass_counted(const collar_allreduce_args_t *a,
         if (a->request != NULL) {
             collar_check_t *ck = NULL;
             int rc = check_begin(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
-                                 COLLAR_MEM_HOST, NULL, &ck);
+                                 COLLAR_MEM_HOST, NULL,
+                                 COLLAR_CHECK_FORM_LIBRARY, &ck);
             if (rc != MPI_SUCCESS || ck != NULL) {
                 return rc != MPI_SUCCESS ? rc : collar_colls_allreduce(a, ck, stat, NULL);
             }
         } else {
             int rc = check_agree(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
-                                 COLLAR_MEM_HOST, NULL);
+                                 COLLAR_MEM_HOST, NULL,
+                                 COLLAR_CHECK_FORM_LIBRARY);
             if (rc != MPI_SUCCESS) {
                 return rc;
             }
@@ -432,19 +454,24 @@ static int allreduce_run(const collar_allreduce_args_t *a,
     collar_select(&key, &plan);
     collar_algo_eligible(&call, collar_engine.mpi_cuda_aware, &plan);
     const collar_mem_kind_t smem = call.in_place ? rkind : skind;
+    collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
     if (collar_cfg.check && request == NULL) {
-        int rc = check_agree(a, call.mem, smem, rkind, &plan);
+        /* Before collar's communicator (made below, by what the ranks
+         * agree on): the form as the plan has it. */
+        int rc = check_agree(a, call.mem, smem, rkind, &plan,
+                             build != NULL ? COLLAR_CHECK_FORM_SCHEDULE
+                                           : COLLAR_CHECK_FORM_LIBRARY);
         if (rc != MPI_SUCCESS) {
             return rc;
         }
     }
-    collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
     if (build == NULL && collar_cfg.check && request != NULL) {
         /* Native, checked: the library's collective behind collar's
          * request, which returns the check's error. */
         plan_chosen(comm, &key, &plan, &call, stat);
         collar_check_t *ck = NULL;
-        int rc = check_begin(a, call.mem, smem, rkind, &plan, &ck);
+        int rc = check_begin(a, call.mem, smem, rkind, &plan,
+                             library_form(a, call.mem, NULL), &ck);
         return rc != MPI_SUCCESS ? rc : collar_colls_allreduce(a, ck, stat, NULL);
     }
     if (build == NULL) {
@@ -475,16 +502,22 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         st = collar_comm_get(comm, blocking, &cstate);
     }
     const int form = st == COLLAR_OK ? form_of(a, cstate) : FORM_SCHEDULE;
+    /* The library's form runs on collar's communicator where nothing else
+     * of collar's issues collectives there meanwhile. */
+    collar_comm_t *on = st == COLLAR_OK && cstate->setup == COLLAR_COMM_READY
+                        && !cstate->all_threaded ? cstate : NULL;
     if (form != FORM_SCHEDULE) {
         /* The application's own collective on host copies of the device
-         * buffers (collar_colls_allreduce), which the MPI library alone
-         * carries from the start to the completion call: what staged does
-         * (native, on host buffers), so only another plan falls back. */
-        const int host = call.mem == COLLAR_MEM_HOST;
-        const collar_alg_t alg = host ? COLLAR_ALG_NATIVE : COLLAR_ALG_STAGED;
+         * buffers (collar_colls_allreduce), or on the buffers themselves
+         * where the MPI library takes device pointers, which the MPI
+         * library alone carries from the start to the completion call:
+         * what staged does (native, on host buffers), so only another
+         * plan falls back. */
+        const int native = !collar_colls_allreduce_stages(call.mem);
+        const collar_alg_t alg = native ? COLLAR_ALG_NATIVE : COLLAR_ALG_STAGED;
         if (plan.alg != alg) {
             plan.alg = alg;
-            plan.fallback = form_why[form][host];
+            plan.fallback = form_why[form][native];
         }
         build = NULL;
     } else if (st == COLLAR_OK) {
@@ -500,16 +533,14 @@ static int allreduce_run(const collar_allreduce_args_t *a,
     plan_chosen(comm, &key, &plan, &call, stat);
     collar_check_t *ck = NULL;
     if (st == COLLAR_OK && collar_cfg.check && request != NULL) {
-        int rc = check_begin(a, call.mem, smem, rkind, &plan, &ck);
+        int rc = check_begin(a, call.mem, smem, rkind, &plan,
+                             build == NULL ? library_form(a, call.mem, on)
+                                           : COLLAR_CHECK_FORM_SCHEDULE, &ck);
         if (rc != MPI_SUCCESS) {
             return rc;
         }
     }
     if (build == NULL && st == COLLAR_OK) {
-        /* On collar's communicator where nothing else of collar's issues
-         * collectives there meanwhile. */
-        collar_comm_t *on = cstate->setup == COLLAR_COMM_READY
-                            && !cstate->all_threaded ? cstate : NULL;
         return collar_colls_allreduce(a, ck, stat, on);
     }
 

@@ -78,6 +78,11 @@ void collar_colls_start(const collar_device_t *dev, int mpi_cuda_aware)
     }
 }
 
+int collar_colls_allreduce_stages(collar_mem_kind_t mem)
+{
+    return mem != COLLAR_MEM_HOST && (colls_stage & COLL_BIT(COLLAR_COLL_ALLREDUCE));
+}
+
 void collar_colls_stop(void)
 {
     collar_colls_on = 0;
@@ -926,11 +931,9 @@ static void persist_start(collar_persist_t *p)
                               op->cc.bytes);
     }
     stage_copy_in(&op->cc);
-    int rc = op->sched->check != NULL ? collar_check_restart(op->sched->check)
-                                      : MPI_SUCCESS;
-    if (rc == MPI_SUCCESS) {
-        rc = PMPI_Start(&op->inner);
-    }
+    /* (Its check was issued at the init, where MPI matches it; each
+     * start's schedule is gated by it.) */
+    int rc = PMPI_Start(&op->inner);
     if (rc == MPI_SUCCESS && op->agree) {
         op->agree_in = op->cc.failed != COLLAR_OK;
         rc = PMPI_Start(&op->agree_req);

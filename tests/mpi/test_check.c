@@ -20,6 +20,16 @@
  *           A library without MPI_Allreduce_c (MPI-3) skips it.
  * With MPI_ERRORS_ARE_FATAL the job must end there; if the call returns, the
  * program says so and exits 3.
+ *   aware   a correct program in a misconfigured job (COLLAR_MPI_CUDA_AWARE
+ *           set on some ranks only, buffers on the device): an
+ *           MPI_Allreduce, then an MPI_Iallreduce on a fresh communicator
+ *           (the MPI library's allreduce, staged on some ranks only), then
+ *           one on MPI_COMM_WORLD (the same on collar's communicator, or
+ *           collar's schedule with the progress thread), each with
+ *           MPI_ERRORS_RETURN: every rank must get MPI_ERR_OTHER, from the
+ *           call or its MPI_Wait.  Nothing is used after (the library's
+ *           allreduces of a failed nonblocking check are left in flight);
+ *           each rank prints "test_check aware: rank R ok".
  *   return  each of the above on a communicator with MPI_ERRORS_RETURN:
  *           every rank must get MPI_ERR_ARG (and MPI_REQUEST_NULL from
  *           MPI_Iallreduce), and a matching call after each must work.
@@ -127,6 +137,53 @@ static void mode_return(void)
     }
 }
 
+/* The calls of mode aware on comm (nonblocking: an MPI_Iallreduce and its
+ * MPI_Wait): 1 when the call failed with MPI_ERR_OTHER. */
+static int aware_call(MPI_Comm comm, int nonblocking, const char *what)
+{
+    const int n = 1000;
+    float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        a[i] = 1.0f;
+    }
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    int rc;
+    if (nonblocking) {
+        MPI_Request req = MPI_REQUEST_NULL;
+        rc = MPI_Iallreduce(a, b, n, MPI_FLOAT, MPI_SUM, comm, &req);
+        if (rc == MPI_SUCCESS) {
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+    } else {
+        rc = MPI_Allreduce(a, b, n, MPI_FLOAT, MPI_SUM, comm);
+    }
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(rc, &cls);
+    if (cls != MPI_ERR_OTHER) {
+        printf("rank %d: FAIL %s: %s, not MPI_ERR_OTHER\n", tu_world_rank(), what,
+               tu_errstr(rc));
+    }
+    /* (The buffers of a failed nonblocking call may still be the library's.) */
+    if (!nonblocking) {
+        free(a);
+        free(b);
+    }
+    return cls == MPI_ERR_OTHER;
+}
+
+static int mode_aware(void)
+{
+    MPI_Comm a, b;
+    MPI_Comm_dup(MPI_COMM_WORLD, &a);
+    MPI_Comm_dup(MPI_COMM_WORLD, &b);
+    int ok = aware_call(a, 0, "MPI_Allreduce");
+    ok &= aware_call(b, 1, "MPI_Iallreduce on a fresh communicator");
+    ok &= aware_call(MPI_COMM_WORLD, 1, "MPI_Iallreduce on MPI_COMM_WORLD");
+    printf("test_check aware: rank %d %s\n", tu_world_rank(), ok ? "ok" : "FAILED");
+    fflush(stdout);
+    return ok ? 0 : 1;
+}
+
 static void mode_progress(void)
 {
     int rank = tu_world_rank(), size = tu_world_size();
@@ -200,6 +257,11 @@ int main(int argc, char **argv)
         tu_skip("needs 2 ranks or more");
     }
     int status = 0;
+    if (strcmp(mode, "aware") == 0) {
+        status = mode_aware();
+        MPI_Finalize();
+        return status;
+    }
     if (strcmp(mode, "return") == 0) {
         mode_return();
     } else if (strcmp(mode, "progress") == 0) {
