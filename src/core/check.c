@@ -43,6 +43,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,6 +74,7 @@ enum {
 /* A check in flight: this rank's fingerprint, every rank's (gathered by
  * `req`), and what the message says. */
 struct collar_check {
+    collar_leftover_t left; /* freed pending: completed later */
     MPI_Comm    comm;       /* the application's */
     int         size;
     uint64_t    ncall;      /* the call's number among checked calls on comm */
@@ -411,6 +413,7 @@ int collar_check_start(MPI_Comm comm, const collar_check_call_t *call,
                        collar_check_t **out)
 {
     *out = NULL;
+    collar_leftover_poll();   /* checks of failed starts, now matched */
     int inter = 0, size = 1;
     int rc = PMPI_Comm_test_inter(comm, &inter);
     if (rc == MPI_SUCCESS && !inter) {
@@ -459,14 +462,37 @@ int collar_check_result(const collar_check_t *ck)
     return check_compare(ck);
 }
 
+/* A check freed before its collective completed: its buffers go once it
+ * has, and a disagreement is said then, as on the ranks whose operation
+ * went on (theirs fails with it). */
+static int check_left(collar_leftover_t *l, int wait)
+{
+    collar_check_t *ck = (collar_check_t *)((char *)l - offsetof(collar_check_t, left));
+    int flag = 1;
+    int rc = wait ? PMPI_Wait(&ck->req, MPI_STATUS_IGNORE)
+                  : PMPI_Test(&ck->req, &flag, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && !flag) {
+        return 0;
+    }
+    if (rc == MPI_SUCCESS) {
+        (void)check_compare(ck);
+    }
+    free(ck->all);
+    free(ck);
+    return 1;
+}
+
 void collar_check_free(collar_check_t *ck)
 {
     if (ck == NULL) {
         return;
     }
     if (ck->req != MPI_REQUEST_NULL) {
-        /* Issued on every rank: it completes; its buffers go after. */
-        PMPI_Wait(&ck->req, MPI_STATUS_IGNORE);
+        /* Issued on every rank: it completes once every rank has made the
+         * call, which this one does not wait for (a failed start returns
+         * at once); its buffers go after. */
+        collar_leftover_add(&ck->left, ck->comm, check_left);
+        return;
     }
     free(ck->all);
     free(ck);

@@ -309,7 +309,9 @@ static const cfg_row_t table[] = {
       "error), split:N (the N-th of collar's communicators, its own or nccl's "
       "set-up one, cannot be made here), "
       "zcalloc:1 (no memory for ipc zero-copy's bookkeeping), query:N (the "
-      "cuda backend's N-th pointer query fails as after a sticky error).",
+      "cuda backend's N-th pointer query fails as after a sticky error), "
+      "sched:N (no memory for collar's N-th schedule), greq:N (the request "
+      "of collar's N-th nonblocking operation cannot be made).",
       FIELD(sim_fail), NULL, 0, 0 },
     { "COLLAR_SIM_STRICT", CFG_BOOL, "0",
       "sim device: before each schedule runs, abort if a buffer it hands to "

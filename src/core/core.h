@@ -273,13 +273,16 @@ void collar_format_range(size_t bytes, char *buf, size_t len);
  * creation, the table of nodes, a communicator's node shape, collar's
  * agreement collectives (a local MPI error), the split of collar's
  * communicator, ipc zero-copy's bookkeeping, the cuda backend's pointer
- * query (a sticky error).
+ * query (a sticky error), and the places where a start fails after it has
+ * issued collectives: the memory of a schedule, the generalized request
+ * of a nonblocking operation.
  */
 typedef enum {
     COLLAR_FAULT_ALLOC, COLLAR_FAULT_COPY, COLLAR_FAULT_IPCOPEN,
     COLLAR_FAULT_IPCKILL, COLLAR_FAULT_EXPORT, COLLAR_FAULT_THREAD,
     COLLAR_FAULT_NODES, COLLAR_FAULT_SHAPE, COLLAR_FAULT_AGREE,
     COLLAR_FAULT_SPLIT, COLLAR_FAULT_ZEROCOPY, COLLAR_FAULT_QUERY,
+    COLLAR_FAULT_SCHED, COLLAR_FAULT_GREQ,
     COLLAR_FAULT_COUNT
 } collar_fault_t;
 
@@ -918,6 +921,31 @@ MPI_Request *collar_check_request(collar_check_t *ck);
 int collar_check_result(const collar_check_t *ck);
 void collar_check_free(collar_check_t *ck);
 
+/* ---------------------------------------------------------------- leftovers */
+
+/*
+ * What a nonblocking or persistent start that failed here leaves behind
+ * (src/core/leftover.c): collectives it issued before the failure, which
+ * the other ranks match with theirs.  The start returns its error without
+ * waiting for them; they are tested by collar_leftover_poll (collar's
+ * progress) and waited for by collar_leftover_drain (MPI_Comm_free of
+ * their communicator, MPI_Finalize), then `advance` releases what they
+ * hold.  The entry lives in what it describes: adding one cannot fail.
+ */
+typedef struct collar_leftover collar_leftover_t;
+/* Test (wait: complete) what `l` left; 1 when it is over and released. */
+typedef int (*collar_leftover_fn_t)(collar_leftover_t *l, int wait);
+struct collar_leftover {
+    collar_leftover_t   *next;
+    collar_leftover_fn_t advance;
+    MPI_Comm             comm;     /* the application's communicator */
+};
+void collar_leftover_add(collar_leftover_t *l, MPI_Comm comm,
+                         collar_leftover_fn_t advance);
+void collar_leftover_poll(void);
+/* Complete every entry on `comm` (MPI_COMM_NULL: every entry). */
+void collar_leftover_drain(MPI_Comm comm);
+
 /* ---------------------------------------------------------------- schedule */
 
 typedef enum {
@@ -1053,6 +1081,9 @@ struct collar_sched {
      * back after the library's own collective): the progress thread
      * leaves it to the application's completion calls. */
     int                    local_only;
+    /* No request and no caller: destroyed when it finishes
+     * (collar_run_detached). */
+    int                    detached;
     /* Set by the builder: each device step (copy, kernel) of the schedule
      * is the only thing it can do until that step is done (one copy in,
      * a host allreduce, one copy out: staged; ipc one-shot).  In a

@@ -578,6 +578,8 @@ static int allreduce_run(const collar_allreduce_args_t *a,
     if (st != COLLAR_OK) {
         collar_error(COLL, "cannot run allreduce with %s: %s",
                      collar_alg_name(plan.alg), collar_status_string(st));
+        /* (A nonblocking start's check, issued, completes later without
+         * this start waiting for it: collar_check_free.) */
         collar_check_free(ck);
         collar_sched_destroy(s);
         PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
@@ -593,13 +595,17 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         }
         st = collar_run_nonblocking(s, comm, request);
         if (st != COLLAR_OK) {
-            /* The schedule is started: run it so that the other ranks,
-             * which issue their side, are not left waiting. */
+            /* The schedule is started: it runs on, failed and with no
+             * request, so that the other ranks, which issue their side,
+             * are not left waiting (they learn of the failure from its
+             * status agreement); the start does not wait for them. */
             collar_error(COLL, "cannot create the request of a nonblocking "
-                         "allreduce: %s; completing it before returning",
-                         collar_status_string(st));
-            collar_run_blocking(s);
-            collar_sched_destroy(s);
+                         "allreduce: %s; the operation fails here and on "
+                         "the other ranks", collar_status_string(st));
+            s->stats_on = 0;
+            collar_sched_fail(s, st);
+            collar_run_detached(s);
+            *request = MPI_REQUEST_NULL;
             PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
             return MPI_ERR_OTHER;
         }

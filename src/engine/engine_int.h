@@ -71,6 +71,12 @@ collar_status_t collar_run_blocking(collar_sched_t *s);
  * through its handler, request.c). */
 collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Comm comm,
                                        MPI_Request *request);
+/* Hand a started schedule to progress with no request: a start that
+ * failed here after its schedule was started (its turn taken, its
+ * messages expected by the other ranks) returns its error at once, and
+ * the schedule, failed (collar_sched_fail: it drains, touching no buffer
+ * of the application's), runs to its end and goes. */
+void collar_run_detached(collar_sched_t *s);
 /* Hand a started schedule with an on_finish hook to progress (a start of
  * a persistent operation). */
 void collar_run_persistent(collar_sched_t *s);

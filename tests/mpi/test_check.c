@@ -35,6 +35,15 @@
  *           MPI_Iallreduce), and a matching call after each must work.
  *
  * Correct modes (any MPI library, with or without collar):
+ *   late [warm]  on a fresh communicator (warm: after a blocking allreduce
+ *             on it), rank 1 starts an MPI_Iallreduce 2 s after the
+ *             others.  Under collar with a start that fails on rank 0
+ *             (COLLAR_SIM_FAIL there, after the start has issued its
+ *             collectives), rank 0's start must return MPI_ERR_OTHER in
+ *             under a second, without waiting for rank 1; every other
+ *             rank gets the right result or an error; then a second
+ *             MPI_Iallreduce is right everywhere.  Without a failure every
+ *             start must succeed and every result be right.
  *   progress  rank 0 starts two MPI_Iallreduce and waits for both; rank 1
  *             waits for the first before it starts the second: the check of
  *             the second on rank 0 must not stop the first from advancing.
@@ -46,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -184,6 +194,68 @@ static int mode_aware(void)
     return ok ? 0 : 1;
 }
 
+static void mode_late(int warm)
+{
+    const int rank = tu_world_rank(), size = tu_world_size();
+    /* (Rank 0 alone has the failure; the others learn it here, past
+     * collar.) */
+    int failing = getenv("COLLAR_SIM_FAIL") != NULL && rank == 0;
+    PMPI_Allreduce(MPI_IN_PLACE, &failing, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    const int n = 1000;
+    float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        a[i] = (float)(rank + 1);
+    }
+    const float want = (float)(size * (size + 1) / 2);
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (warm) {
+        tu_check_rc(MPI_Allreduce(a, b, n, MPI_FLOAT, MPI_SUM, comm), "warm-up");
+    }
+    if (rank == 1) {
+        sleep(2);
+    }
+    MPI_Request req = MPI_REQUEST_NULL;
+    const double t0 = MPI_Wtime();
+    int rc = MPI_Iallreduce(a, b, n, MPI_FLOAT, MPI_SUM, comm, &req);
+    const double took = MPI_Wtime() - t0;
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(rc, &cls);
+    if (failing && rank == 0) {
+        tu_check(cls == MPI_ERR_OTHER, "failed start", "%s, not MPI_ERR_OTHER",
+                 tu_errstr(rc));
+        tu_check(req == MPI_REQUEST_NULL, "failed start", "a request");
+        tu_check(took < 1.0, "failed start", "took %.2f s: it waited for rank 1",
+                 took);
+        printf("test_check late: rank %d: the failed start took %.3f s\n", rank, took);
+    } else if (rank != 1) {
+        tu_check(rc == MPI_SUCCESS, "start", "%s", tu_errstr(rc));
+        tu_check(took < 1.0, "start", "took %.2f s: it waited for rank 1", took);
+    }
+    if (rc == MPI_SUCCESS && req != MPI_REQUEST_NULL) {
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        MPI_Error_class(rc, &cls);
+        if (rc == MPI_SUCCESS) {
+            tu_check(b[0] == want && b[n - 1] == want, "result", "%g, not %g",
+                     b[0], want);
+        } else {
+            tu_check(failing && cls == MPI_ERR_OTHER, "wait", "%s", tu_errstr(rc));
+        }
+    }
+    /* The communicator goes on. */
+    rc = MPI_Iallreduce(a, b, n, MPI_FLOAT, MPI_SUM, comm, &req);
+    if (rc == MPI_SUCCESS) {
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    tu_check_rc(rc, "the call after");
+    tu_check(rc != MPI_SUCCESS || b[0] == want, "result after", "%g, not %g",
+             b[0], want);
+    MPI_Comm_free(&comm);
+    free(a);
+    free(b);
+}
+
 static void mode_progress(void)
 {
     int rank = tu_world_rank(), size = tu_world_size();
@@ -244,7 +316,8 @@ static void mode_zeros(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    int wrong = strcmp(mode, "progress") != 0 && strcmp(mode, "zeros") != 0;
+    int wrong = strcmp(mode, "progress") != 0 && strcmp(mode, "zeros") != 0
+                && strcmp(mode, "late") != 0;
     const char *check = getenv("COLLAR_CHECK");
     if (wrong && (check == NULL || strcmp(check, "1") != 0)) {
         fprintf(stderr, "test_check: mode '%s' is an erroneous MPI program: "
@@ -266,6 +339,8 @@ int main(int argc, char **argv)
         mode_return();
     } else if (strcmp(mode, "progress") == 0) {
         mode_progress();
+    } else if (strcmp(mode, "late") == 0) {
+        mode_late(argc > 2 && strcmp(argv[2], "warm") == 0);
     } else if (strcmp(mode, "zeros") == 0) {
         mode_zeros();
     } else {
