@@ -331,7 +331,9 @@ static int kept_put(collar_comm_t *c, collar_sched_t *s,
  * (FORM_SCHEDULE); or, for a reason, the MPI library's own collective of
  * the same form on host copies (collar_colls_allreduce: on collar's
  * communicator where nothing else of collar's issues collectives there,
- * else on the application's).
+ * else on the application's), or on the buffers themselves where the MPI
+ * library takes device pointers or they are host memory.  The info line
+ * says both the plan it replaces and what runs (form_fallback).
  *
  * MPI's progress rule by construction: once a nonblocking or persistent
  * start has returned, no other rank may depend on collar's code running
@@ -355,33 +357,39 @@ static int kept_put(collar_comm_t *c, collar_sched_t *s,
 enum { FORM_SCHEDULE, FORM_PERSISTENT, FORM_NO_COMM, FORM_NOT_YET,
        FORM_NO_THREAD };
 
-/* Why a call takes the library's form, for a device call (staged on host
- * copies) and a host one (the library's call on the buffers themselves). */
-static const char *const form_why[][2] = {
-    [FORM_PERSISTENT] = {
-        "staged on the application's communicator: a persistent allreduce "
-        "is the MPI library's persistent collective on host copies, matched "
-        "at its init",
-        "native: a persistent allreduce is the MPI library's persistent "
-        "collective, matched at its init" },
-    [FORM_NO_COMM] = {
-        "staged on the application's communicator: the MPI library gives "
-        "collar no communicator of its own",
-        "native: the MPI library gives collar no communicator of its own" },
-    [FORM_NOT_YET] = {
-        "staged on the application's communicator: collar's own "
-        "communicator is made by the first blocking allreduce on it",
-        "native: collar's own communicator is made by the first blocking "
-        "allreduce on it" },
-    [FORM_NO_THREAD] = {
-        "staged on the application's communicator: without collar's "
-        "progress thread on every rank, a nonblocking allreduce is the MPI "
-        "library's own on host copies, which the library alone carries to "
-        "the completion call (COLLAR_PROGRESS)",
-        "native: without collar's progress thread on every rank, a "
-        "nonblocking allreduce is the MPI library's own, which the library "
-        "alone carries to the completion call (COLLAR_PROGRESS)" },
+/* Why a call takes the library's form. */
+static const char *const form_why[] = {
+    [FORM_PERSISTENT] = "a persistent allreduce is matched at its init, "
+        "where the MPI library's persistent collective is made",
+    [FORM_NO_COMM] = "the MPI library gives collar no communicator of its own",
+    [FORM_NOT_YET] = "collar's own communicator is made by the first "
+        "blocking allreduce on it",
+    [FORM_NO_THREAD] = "without collar's progress thread on every rank, a "
+        "nonblocking allreduce is one the MPI library alone carries to the "
+        "completion call (COLLAR_PROGRESS)",
 };
+
+/* The fallback of a call whose plan (`from`) the library's form replaced,
+ * in buf: "ipc -> the MPI library's nonblocking allreduce on host copies,
+ * on collar's communicator: why".  `staged`: on host copies (else on the
+ * buffers themselves); `own`: on collar's communicator. */
+static const char *form_fallback(const collar_allreduce_args_t *a, int form,
+                                 collar_alg_t from, int staged, int own,
+                                 collar_mem_kind_t mem, char *buf, size_t len)
+{
+    const char *kind = a->persistent ? "persistent " : a->request != NULL
+                       ? "nonblocking " : "";
+    if (staged) {
+        snprintf(buf, len, "%s -> the MPI library's %sallreduce on host copies, "
+                 "on %s communicator: %s", collar_alg_name(from), kind,
+                 own ? "collar's" : "the application's", form_why[form]);
+    } else {
+        snprintf(buf, len, "%s -> the MPI library's %sallreduce on the %s "
+                 "buffers: %s", collar_alg_name(from), kind,
+                 mem == COLLAR_MEM_HOST ? "host" : "device", form_why[form]);
+    }
+    return buf;
+}
 
 static int form_of(const collar_allreduce_args_t *a, const collar_comm_t *c)
 {
@@ -502,6 +510,7 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         st = collar_comm_get(comm, blocking, &cstate);
     }
     const int form = st == COLLAR_OK ? form_of(a, cstate) : FORM_SCHEDULE;
+    char fallback[400];   /* plan.fallback of the library's form */
     /* The library's form runs on collar's communicator where nothing else
      * of collar's issues collectives there meanwhile. */
     collar_comm_t *on = st == COLLAR_OK && cstate->setup == COLLAR_COMM_READY
@@ -513,11 +522,14 @@ static int allreduce_run(const collar_allreduce_args_t *a,
          * library alone carries from the start to the completion call:
          * what staged does (native, on host buffers), so only another
          * plan falls back. */
-        const int native = !collar_colls_allreduce_stages(call.mem);
-        const collar_alg_t alg = native ? COLLAR_ALG_NATIVE : COLLAR_ALG_STAGED;
+        const int staged = collar_colls_allreduce_stages(call.mem);
+        const collar_alg_t alg = staged ? COLLAR_ALG_STAGED : COLLAR_ALG_NATIVE;
         if (plan.alg != alg) {
+            plan.fallback = form_fallback(a, form, plan.alg, staged,
+                                          library_form(a, call.mem, on)
+                                          == COLLAR_CHECK_FORM_STAGED_OWN,
+                                          call.mem, fallback, sizeof(fallback));
             plan.alg = alg;
-            plan.fallback = form_why[form][native];
         }
         build = NULL;
     } else if (st == COLLAR_OK) {
