@@ -216,7 +216,7 @@ static const cfg_row_t table[] = {
       "Verify on every call that all ranks agree (count, datatype size, op, "
       "memory kind, rules in force); a mismatch fails with a message naming "
       "what differs and where, instead of a hang.  Costs one small collective "
-      "per call.",
+      "per call.  Set it alike on every rank.",
       FIELD(check), NULL, 0, 0 },
     { "COLLAR_STATS", CFG_ENUM, "0",
       "Statistics report at MPI_Finalize, from rank 0: 0 (off), 1 (per "
