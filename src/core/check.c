@@ -5,37 +5,45 @@
  * hangs the job without a word.  With the check on, every intercepted
  * allreduce first compares, over all ranks of the communicator, a fingerprint
  * of what this rank is about to do: the collective and its form, count,
- * datatype size, op, memory kind, the hash of the rules in force and the
- * algorithm and chunk selected.  Cost: one PMPI_Iallgather of NF int64
- * values per rank per call (which also tells, on a mismatch, which ranks
- * have which value, without another collective), on the application's
- * communicator, issued by the call itself: so it is ordered with the
- * application's collectives there exactly as the call is, on every rank
- * (every allreduce collar sees on the communicator is checked, on every
- * rank: COLLAR_CHECK must be set alike everywhere).
+ * datatype size, op, memory kind, the hash of the rules in force, whether
+ * the MPI library takes device pointers, the algorithm and chunk selected
+ * and the form the call's collectives take (core.h lists every input that
+ * decides them).  Cost: one PMPI_Iallgather of NF int64 values per rank
+ * per call (which also tells, on a mismatch, which ranks have which value,
+ * without another collective), on the application's communicator, issued
+ * by the call itself before anything else of it, the same collective
+ * whatever the call's form: so it is ordered with the application's
+ * collectives there exactly as the call is, on every rank (every allreduce
+ * collar sees on the communicator is checked, on every rank: COLLAR_CHECK
+ * must be set alike everywhere).
  *
  * A blocking call waits for it, advancing collar's outstanding operations
  * meanwhile, and returns the error before anything of the call is issued.
  * A nonblocking or persistent start never waits for it: the check travels
  * with the operation (collar_check_start, then the gate of its schedule),
- * nothing of collar's own is issued until it has completed, and a mismatch
- * is the error of the request, returned by the completion call as MPI
- * returns a request's errors.  (An operation in the MPI library's own form,
- * whose collective the start issues at once, leaves that collective to the
- * library when the check fails: the completion call does not wait for it.)
+ * nothing of collar's own schedule is issued until it has completed, and a
+ * mismatch is the error of the request, returned by the completion call as
+ * MPI returns a request's errors.  An operation in the MPI library's own
+ * form issues its collectives in the start, after the check's but before
+ * it has completed: when the check fails, those are left to the library
+ * (the completion call does not wait for them) and the communicator is not
+ * to be used again.  A persistent allreduce is checked once, at its init,
+ * where MPI matches it; each start's schedule is gated by that check.
  *
  * On a mismatch every rank has every fingerprint: one message on every
  * rank naming what differs and which ranks have which value, and the error
  * (MPI_ERR_ARG when the call's arguments differ: collective, count,
  * datatype size, op, memory kind; MPI_ERR_OTHER when only collar's
- * configuration does: rules, algorithm, chunk).  Every rank sees the same
- * fingerprints, so either every rank fails the call or none does.
+ * configuration does: rules, device pointers, algorithm, chunk, form).
+ * Every rank sees the same fingerprints, so either every rank fails the
+ * call or none does.
  */
 #include "config.h"
 #include "core.h"
 
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,13 +51,16 @@
 enum {
     F_COLL,     /* 1 MPI_Allreduce, 2 MPI_Iallreduce, 3 MPI_Allreduce_init */
     F_COUNT,
-    F_TSIZE,    /* MPI_Type_size of the datatype, -1 if it has none */
+    F_TSIZE,    /* MPI_Type_size_x of the datatype, -1 if it has none */
     F_OP,       /* index of a predefined op, or OP_USER */
     F_MEM,      /* collar_mem_kind_t */
     F_HASH_HI,  /* collar_select_hash(), in two halves (no INT64_MIN) */
     F_HASH_LO,
+    F_DEVPTR,   /* device calls: 2 the MPI library takes device
+                 * pointers, 1 not (COLLAR_MPI_CUDA_AWARE); host calls 0 */
     F_ALG,      /* collar_alg_t after eligibility */
     F_CHUNK,    /* chunk in force for chunked and ring, else 0 */
+    F_FORM,     /* collar_check_form_t */
     F_BUFS,     /* 1 + 4 x send kind + receive kind: for the message only */
     NF
 };
@@ -63,10 +74,10 @@ enum {
 /* A check in flight: this rank's fingerprint, every rank's (gathered by
  * `req`), and what the message says. */
 struct collar_check {
+    collar_leftover_t left; /* freed pending: completed later */
     MPI_Comm    comm;       /* the application's */
     int         size;
     uint64_t    ncall;      /* the call's number among checked calls on comm */
-    int         persistent; /* req is a persistent collective */
     MPI_Request req;
     int64_t     fp[NF];
     int64_t    *all;        /* size x NF */
@@ -161,17 +172,45 @@ static const aspect_t aspects[] = {
       "buffers differ between ranks)", 0 },
     { F_HASH_HI, F_HASH_LO, "the tuning rules in force (COLLAR_TUNING_FILE or "
       "COLLAR_ALLREDUCE_RULES differ between ranks)", 1 },
+    { F_DEVPTR, F_DEVPTR, "whether the MPI library takes device pointers "
+      "(COLLAR_MPI_CUDA_AWARE differs between ranks)", 1 },
     { F_ALG, F_ALG, "the algorithm selected (COLLAR_ALGORITHM or "
       "COLLAR_MPI_CUDA_AWARE differ between ranks)", 1 },
     { F_CHUNK, F_CHUNK, "the chunk size (COLLAR_CHUNK_SIZE differs between "
       "ranks)", 1 },
+    { F_FORM, F_FORM, "the form of the call's collectives (collar's schedule "
+      "or the MPI library's allreduce, on host copies or not, on which "
+      "communicator)", 1 },
 };
 #define NASPECTS ((int)(sizeof(aspects) / sizeof(aspects[0])))
 
 static const char *aspect_short[NASPECTS] = {
     "collective", "count", "datatype size", "op", "memory kind",
-    "tuning rules", "algorithm", "chunk size"
+    "tuning rules", "device pointers", "algorithm", "chunk size", "form"
 };
+
+static const char *devptr_name(int64_t v)
+{
+    return v == 2 ? "yes" : v == 1 ? "no" : "a host call";
+}
+
+static const char *form_name(int64_t v)
+{
+    switch (v) {
+    case COLLAR_CHECK_FORM_SCHEDULE:
+        return "collar's schedule";
+    case COLLAR_CHECK_FORM_LIBRARY:
+        return "the MPI library's allreduce on the buffers";
+    case COLLAR_CHECK_FORM_STAGED_APP:
+        return "the MPI library's allreduce on host copies, on the "
+               "application's communicator";
+    case COLLAR_CHECK_FORM_STAGED_OWN:
+        return "the MPI library's allreduce on host copies, on collar's "
+               "communicator";
+    default:
+        return "not said";
+    }
+}
 
 static int same(const aspect_t *a, const int64_t *x, const int64_t *y)
 {
@@ -207,8 +246,14 @@ static void format_value(int a, const int64_t *fp, char *buf, size_t len)
         snprintf(buf, len, "0x%08llx%08llx", (unsigned long long)fp[F_HASH_HI],
                  (unsigned long long)fp[F_HASH_LO]);
         break;
+    case F_DEVPTR:
+        snprintf(buf, len, "%s", devptr_name(fp[F_DEVPTR]));
+        break;
     case F_ALG:
         snprintf(buf, len, "%s", collar_alg_name((collar_alg_t)fp[F_ALG]));
+        break;
+    case F_FORM:
+        snprintf(buf, len, "%s", form_name(fp[F_FORM]));
         break;
     default:
         snprintf(buf, len, "%lld", (long long)fp[aspects[a].f0]);
@@ -290,7 +335,7 @@ static void format_groups(int a, const int64_t *all, int size, char *buf,
             first = 0;
             q = end;
         }
-        char value[64];
+        char value[160];
         format_value(a, v, value, sizeof(value));
         append(buf, len, used, ": %s", value);
         groups++;
@@ -344,27 +389,31 @@ static int check_compare(const collar_check_t *ck)
 
 static void fingerprint(const collar_check_call_t *call, int64_t *fp)
 {
-    int tsize = -1;
-    if (PMPI_Type_size(call->dtype, &tsize) != MPI_SUCCESS) {
+    MPI_Count tsize = -1;
+    if (PMPI_Type_size_x(call->dtype, &tsize) != MPI_SUCCESS
+        || tsize == MPI_UNDEFINED) {
         tsize = -1;
     }
     const uint64_t hash = collar_select_hash();
     fp[F_COLL] = call->persistent ? 3 : call->nonblocking ? 2 : 1;
-    fp[F_COUNT] = call->count;
-    fp[F_TSIZE] = tsize;
+    fp[F_COUNT] = (int64_t)call->count;
+    fp[F_TSIZE] = (int64_t)tsize;
     fp[F_OP] = op_index(call->op);
     fp[F_MEM] = (int64_t)call->mem;
     fp[F_HASH_HI] = (int64_t)(hash >> 32);
     fp[F_HASH_LO] = (int64_t)(hash & 0xffffffffu);
+    fp[F_DEVPTR] = call->devptr;
     fp[F_ALG] = (int64_t)call->alg;
     fp[F_CHUNK] = call->chunk > (size_t)INT64_MAX ? INT64_MAX : (int64_t)call->chunk;
+    fp[F_FORM] = (int64_t)call->form;
     fp[F_BUFS] = 1 + 4 * (int64_t)call->smem + (int64_t)call->rmem;
 }
 
 int collar_check_start(MPI_Comm comm, const collar_check_call_t *call,
-                       MPI_Info info, collar_check_t **out)
+                       collar_check_t **out)
 {
     *out = NULL;
+    collar_leftover_poll();   /* checks of failed starts, now matched */
     int inter = 0, size = 1;
     int rc = PMPI_Comm_test_inter(comm, &inter);
     if (rc == MPI_SUCCESS && !inter) {
@@ -387,19 +436,11 @@ int collar_check_start(MPI_Comm comm, const collar_check_call_t *call,
     ck->all = all;
     ck->req = MPI_REQUEST_NULL;
     fingerprint(call, ck->fp);
-    if (call->persistent) {
-#if defined(HAVE_PMPI_ALLREDUCE_INIT)
-        ck->persistent = 1;
-        rc = PMPI_Allgather_init(ck->fp, NF, MPI_INT64_T, ck->all, NF,
-                                 MPI_INT64_T, comm, info, &ck->req);
-#else
-        (void)info;
-        rc = MPI_ERR_INTERN;
-#endif
-    } else {
-        rc = PMPI_Iallgather(ck->fp, NF, MPI_INT64_T, ck->all, NF, MPI_INT64_T,
-                             comm, &ck->req);
-    }
+    /* The same collective for every form of the call: ranks whose calls
+     * differ in form (MPI_Allreduce_init here, MPI_Iallreduce there) still
+     * match it, and learn that they differ. */
+    rc = PMPI_Iallgather(ck->fp, NF, MPI_INT64_T, ck->all, NF, MPI_INT64_T,
+                         comm, &ck->req);
     if (rc != MPI_SUCCESS) {
         collar_error(COLL, "COLLAR_CHECK: allreduce #%llu: the check cannot "
                      "start (MPI error %d)", (unsigned long long)ck->ncall, rc);
@@ -409,11 +450,6 @@ int collar_check_start(MPI_Comm comm, const collar_check_call_t *call,
     }
     *out = ck;
     return MPI_SUCCESS;
-}
-
-int collar_check_restart(collar_check_t *ck)
-{
-    return ck->persistent ? PMPI_Start(&ck->req) : MPI_SUCCESS;
 }
 
 MPI_Request *collar_check_request(collar_check_t *ck)
@@ -426,17 +462,37 @@ int collar_check_result(const collar_check_t *ck)
     return check_compare(ck);
 }
 
+/* A check freed before its collective completed: its buffers go once it
+ * has, and a disagreement is said then, as on the ranks whose operation
+ * went on (theirs fails with it). */
+static int check_left(collar_leftover_t *l, int wait)
+{
+    collar_check_t *ck = (collar_check_t *)((char *)l - offsetof(collar_check_t, left));
+    int flag = 1;
+    int rc = wait ? PMPI_Wait(&ck->req, MPI_STATUS_IGNORE)
+                  : PMPI_Test(&ck->req, &flag, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && !flag) {
+        return 0;
+    }
+    if (rc == MPI_SUCCESS) {
+        (void)check_compare(ck);
+    }
+    free(ck->all);
+    free(ck);
+    return 1;
+}
+
 void collar_check_free(collar_check_t *ck)
 {
     if (ck == NULL) {
         return;
     }
-    if (ck->persistent && ck->req != MPI_REQUEST_NULL) {
-        /* Inactive: never started, or completed (its schedule's gate). */
-        PMPI_Request_free(&ck->req);
-    } else if (ck->req != MPI_REQUEST_NULL) {
-        /* Issued on every rank: it completes; its buffers go after. */
-        PMPI_Wait(&ck->req, MPI_STATUS_IGNORE);
+    if (ck->req != MPI_REQUEST_NULL) {
+        /* Issued on every rank: it completes once every rank has made the
+         * call, which this one does not wait for (a failed start returns
+         * at once); its buffers go after. */
+        collar_leftover_add(&ck->left, ck->comm, check_left);
+        return;
     }
     free(ck->all);
     free(ck);
@@ -446,7 +502,7 @@ int collar_check_allreduce(MPI_Comm comm, const collar_check_call_t *call,
                            collar_check_progress_fn_t progress)
 {
     collar_check_t *ck = NULL;
-    int rc = collar_check_start(comm, call, MPI_INFO_NULL, &ck);
+    int rc = collar_check_start(comm, call, &ck);
     if (rc == MPI_SUCCESS && ck == NULL) {
         return MPI_SUCCESS;   /* an intercommunicator: not checked */
     }

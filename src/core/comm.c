@@ -222,6 +222,9 @@ static int comm_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra)
     (void)keyval;
     (void)extra;
     collar_comm_t *c = attr;
+    /* What failed starts left on it, before it goes (a collective call:
+     * every rank has made its own start by now). */
+    collar_leftover_drain(comm);
     if (c->ipc != NULL && c->ipc_freed != NULL) {
         c->ipc_freed(c->ipc, comm);   /* collective: see src/algo/ipc.c */
     }
@@ -247,6 +250,7 @@ static int usercomm_delete_fn(MPI_Comm comm, int keyval, void *attr, void *extra
     (void)keyval;
     (void)extra;
     collar_usercomm_t *u = attr;
+    collar_leftover_drain(comm);   /* as comm_delete_fn */
     if (__atomic_load_n(&u->refs, __ATOMIC_ACQUIRE) > 1) {
         usercomm_lock_take();
         if (PMPI_Comm_get_errhandler(comm, &u->errhandler) != MPI_SUCCESS) {

@@ -216,7 +216,7 @@ static const cfg_row_t table[] = {
       "Verify on every call that all ranks agree (count, datatype size, op, "
       "memory kind, rules in force); a mismatch fails with a message naming "
       "what differs and where, instead of a hang.  Costs one small collective "
-      "per call.",
+      "per call.  Set it alike on every rank.",
       FIELD(check), NULL, 0, 0 },
     { "COLLAR_STATS", CFG_ENUM, "0",
       "Statistics report at MPI_Finalize, from rank 0: 0 (off), 1 (per "
@@ -314,7 +314,9 @@ static const cfg_row_t table[] = {
       "heap:N (the N-th time pageable memory is to stand in for pinned "
       "staging memory, there is none either: the call fails, on every rank), "
       "store:1 (the launcher's key-value store is not read at MPI_Init: "
-      "collar cannot tell which ranks have it, nor their settings).",
+      "collar cannot tell which ranks have it, nor their settings), "
+      "sched:N (no memory for collar's N-th schedule), greq:N (the request "
+      "of collar's N-th nonblocking operation cannot be made).",
       FIELD(sim_fail), NULL, 0, 0 },
     { "COLLAR_SIM_STRICT", CFG_BOOL, "0",
       "sim device: before each schedule runs, abort if a buffer it hands to "

@@ -282,14 +282,16 @@ void collar_format_range(size_t bytes, char *buf, size_t len);
  * communicator, ipc zero-copy's bookkeeping, the cuda backend's pointer
  * query (a sticky error); the pageable memory that stands in for staging
  * memory that cannot be had (collar_staging_get); the launcher's key-value
- * store (as where there is none).
+ * store (as where there is none); and the places where a start fails
+ * after it has issued collectives: the memory of a schedule, the
+ * generalized request of a nonblocking operation.
  */
 typedef enum {
     COLLAR_FAULT_ALLOC, COLLAR_FAULT_COPY, COLLAR_FAULT_IPCOPEN,
     COLLAR_FAULT_IPCKILL, COLLAR_FAULT_EXPORT, COLLAR_FAULT_THREAD,
     COLLAR_FAULT_NODES, COLLAR_FAULT_SHAPE, COLLAR_FAULT_AGREE,
     COLLAR_FAULT_SPLIT, COLLAR_FAULT_ZEROCOPY, COLLAR_FAULT_QUERY,
-    COLLAR_FAULT_HEAP, COLLAR_FAULT_STORE,
+    COLLAR_FAULT_HEAP, COLLAR_FAULT_STORE, COLLAR_FAULT_SCHED, COLLAR_FAULT_GREQ,
     COLLAR_FAULT_COUNT
 } collar_fault_t;
 
@@ -856,12 +858,47 @@ void collar_obs_phase_end(collar_obs_t *o, collar_phase_t phase, size_t bytes,
  * COLLAR_CHECK=1 (src/core/check.c, docs/reliability.md): before collar
  * issues anything of an allreduce, all ranks of the communicator verify
  * that they agree on what this call is and on what collar runs for it.
+ *
+ * What the fingerprint holds is every input that decides which
+ * collectives collar issues for the call, on which communicator, in
+ * which order: the call's arguments, and each rank-local setting that
+ * reaches that decision, resolved as it is used:
+ *   the memory kind of the buffers    COLLAR_DEVICE, the buffers
+ *   the rules in force (their hash)   COLLAR_TUNING_FILE, COLLAR_TUNING_DIR,
+ *                                     COLLAR_ALLREDUCE_RULES
+ *   the algorithm after eligibility   COLLAR_ALGORITHM (and the above)
+ *   the chunk of chunked and ring     COLLAR_CHUNK_SIZE
+ *   whether the MPI library takes     COLLAR_MPI_CUDA_AWARE: native or
+ *   device pointers (device calls)    staged, ring's and hier's direct
+ *                                     messages, and whether the library's
+ *                                     form copies to the host, runs on
+ *                                     collar's communicator and adds a
+ *                                     status agreement
+ *   the form (form below)             the effect of all of them on the
+ *                                     library's form
+ * Settings that do not appear are agreed by collar where they matter
+ * (COLLAR_PROGRESS: whether every rank runs the progress thread; ipc's
+ * zero-copy settings; NCCL's availability; collar's communicator), or
+ * change no collective (logging, statistics, the staging pool, copies).
+ * A new input that changes what collar issues belongs here.
  */
+typedef enum {
+    COLLAR_CHECK_FORM_NONE = 0,    /* not said (collar's core used alone) */
+    COLLAR_CHECK_FORM_SCHEDULE,    /* collar's schedule */
+    COLLAR_CHECK_FORM_LIBRARY,     /* the MPI library's allreduce on the
+                                    * buffers, on the application's
+                                    * communicator */
+    COLLAR_CHECK_FORM_STAGED_APP,  /* the MPI library's allreduce on host
+                                    * copies, then a status agreement, on
+                                    * the application's communicator */
+    COLLAR_CHECK_FORM_STAGED_OWN,  /* the same on collar's communicator */
+} collar_check_form_t;
+
 typedef struct {
     int               nonblocking;  /* MPI_Iallreduce */
     int               persistent;   /* MPI_Allreduce_init */
-    int               count;
-    MPI_Datatype      dtype;        /* compared by MPI_Type_size */
+    MPI_Count         count;        /* whole: the _c bindings take 64 bits */
+    MPI_Datatype      dtype;        /* compared by MPI_Type_size_x */
     MPI_Op            op;           /* predefined ops by identity */
     collar_mem_kind_t mem;          /* as collar classified the buffers:
                                      * device if either is not host */
@@ -869,6 +906,13 @@ typedef struct {
                                      * named in the message, not compared */
     collar_alg_t      alg;          /* selected, after eligibility */
     size_t            chunk;        /* in force for chunked and ring, else 0 */
+    int               devptr;       /* a device call: 2 the MPI library
+                                     * takes device pointers, 1 it does not
+                                     * (COLLAR_MPI_CUDA_AWARE, resolved);
+                                     * 0 a host call */
+    collar_check_form_t form;       /* as far as it is decided when the
+                                     * check is issued (a blocking call's
+                                     * is before collar's communicator) */
 } collar_check_call_t;
 
 /* Advances collar's outstanding operations; nonzero if any is outstanding. */
@@ -884,20 +928,44 @@ int collar_check_allreduce(MPI_Comm comm, const collar_check_call_t *call,
                            collar_check_progress_fn_t progress);
 
 /* A nonblocking or persistent start: the check travels with the operation.
- * collar_check_start issues its collective on comm (nonblocking; for a
- * persistent call the library's persistent collective, made now with
- * `info`, started by collar_check_restart at each start) and gives the
- * check (NULL: not checked, an intercommunicator); an error is returned,
- * not raised.  Once its request (collar_check_request) is complete,
- * collar_check_result says MPI_SUCCESS, or logs the message and gives the
- * error for the operation to end with. */
+ * collar_check_start issues its collective on comm, the same nonblocking
+ * collective as every other call's (a persistent call's at its init,
+ * once: its arguments are fixed there), and gives the check (NULL: not
+ * checked, an intercommunicator); an error is returned, not raised.  Once
+ * its request (collar_check_request) is complete, collar_check_result says
+ * MPI_SUCCESS, or logs the message and gives the error for the operation
+ * to end with. */
 typedef struct collar_check collar_check_t;
 int collar_check_start(MPI_Comm comm, const collar_check_call_t *call,
-                       MPI_Info info, collar_check_t **out);
-int collar_check_restart(collar_check_t *ck);
+                       collar_check_t **out);
 MPI_Request *collar_check_request(collar_check_t *ck);
 int collar_check_result(const collar_check_t *ck);
 void collar_check_free(collar_check_t *ck);
+
+/* ---------------------------------------------------------------- leftovers */
+
+/*
+ * What a nonblocking or persistent start that failed here leaves behind
+ * (src/core/leftover.c): collectives it issued before the failure, which
+ * the other ranks match with theirs.  The start returns its error without
+ * waiting for them; they are tested by collar_leftover_poll (collar's
+ * progress) and waited for by collar_leftover_drain (MPI_Comm_free of
+ * their communicator, MPI_Finalize), then `advance` releases what they
+ * hold.  The entry lives in what it describes: adding one cannot fail.
+ */
+typedef struct collar_leftover collar_leftover_t;
+/* Test (wait: complete) what `l` left; 1 when it is over and released. */
+typedef int (*collar_leftover_fn_t)(collar_leftover_t *l, int wait);
+struct collar_leftover {
+    collar_leftover_t   *next;
+    collar_leftover_fn_t advance;
+    MPI_Comm             comm;     /* the application's communicator */
+};
+void collar_leftover_add(collar_leftover_t *l, MPI_Comm comm,
+                         collar_leftover_fn_t advance);
+void collar_leftover_poll(void);
+/* Complete every entry on `comm` (MPI_COMM_NULL: every entry). */
+void collar_leftover_drain(MPI_Comm comm);
 
 /* ---------------------------------------------------------------- schedule */
 
@@ -1038,6 +1106,9 @@ struct collar_sched {
     /* Called when the schedule finishes, instead of completing a request
      * (persistent operations: the schedule is run again). */
     collar_sched_cleanup_fn_t on_finish;
+    /* No request and no caller: destroyed when it finishes
+     * (collar_run_detached). */
+    int                    detached;
     /* Set by the builder: each device step (copy, kernel) of the schedule
      * is the only thing it can do until that step is done (one copy in,
      * a host allreduce, one copy out: staged; ipc one-shot).  In a

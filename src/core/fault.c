@@ -34,6 +34,8 @@ static const char *const fault_names[COLLAR_FAULT_COUNT] = {
     [COLLAR_FAULT_QUERY] = "query",
     [COLLAR_FAULT_HEAP] = "heap",
     [COLLAR_FAULT_STORE] = "store",
+    [COLLAR_FAULT_SCHED] = "sched",
+    [COLLAR_FAULT_GREQ] = "greq",
 };
 
 /* The event that fails, by kind (0: none), and the events so far. */

@@ -62,14 +62,18 @@ collar_status_t collar_sched_create(collar_comm_t *comm,
                                     const collar_device_t *dev,
                                     collar_sched_t **sched)
 {
-    collar_sched_t *s = calloc(1, sizeof(*s));
+    /* Taken whether or not the schedule can be made: the other ranks made
+     * theirs, and the numbers of the next ones must match. */
+    const uint64_t seq = comm->next_seq++;
+    collar_sched_t *s = collar_fault(COLLAR_FAULT_SCHED) ? NULL
+                        : calloc(1, sizeof(*s));
     if (s == NULL) {
         return COLLAR_ERR_NO_MEMORY;
     }
     s->comm = comm;
     collar_comm_ref(comm);   /* the operation may outlive MPI_Comm_free */
     s->dev = dev;
-    s->seq = comm->next_seq++;
+    s->seq = seq;
     s->mpi_error = MPI_SUCCESS;
     *sched = s;
     return COLLAR_OK;

@@ -12,7 +12,6 @@
 #include "config.h"
 #include "engine_int.h"
 
-#include <limits.h>
 #include <stdlib.h>
 
 /* The algorithm of the thread's last selected allreduce (-1: none yet). */
@@ -74,19 +73,23 @@ static void stats_done(collar_stats_call_t *stat, double t0)
 }
 
 /* COLLAR_CHECK=1: what every rank must agree on for this call (plan NULL:
- * native on host memory). */
+ * native on host memory), `form` as far as it is decided (core.h lists
+ * the inputs). */
 static collar_check_call_t check_call(const collar_allreduce_args_t *a,
                                       collar_mem_kind_t mem,
                                       collar_mem_kind_t smem,
                                       collar_mem_kind_t rmem,
-                                      const collar_plan_t *plan)
+                                      const collar_plan_t *plan,
+                                      collar_check_form_t form)
 {
     collar_check_call_t c = {
         .nonblocking = a->request != NULL && !a->persistent,
         .persistent = a->persistent,
-        .count = a->count > INT_MAX ? INT_MAX : (int)a->count, .dtype = a->dtype,
+        .count = a->count, .dtype = a->dtype,
         .op = a->op, .mem = mem, .smem = smem, .rmem = rmem,
         .alg = plan ? plan->alg : COLLAR_ALG_NATIVE,
+        .devptr = mem == COLLAR_MEM_HOST ? 0 : collar_engine.mpi_cuda_aware ? 2 : 1,
+        .form = form,
     };
     if (plan != NULL
         && (plan->alg == COLLAR_ALG_CHUNKED || plan->alg == COLLAR_ALG_RING)) {
@@ -98,26 +101,42 @@ static collar_check_call_t check_call(const collar_allreduce_args_t *a,
 /* A blocking call: all ranks agree before anything of it is issued. */
 static int check_agree(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
                        collar_mem_kind_t smem, collar_mem_kind_t rmem,
-                       const collar_plan_t *plan)
+                       const collar_plan_t *plan, collar_check_form_t form)
 {
-    const collar_check_call_t c = check_call(a, mem, smem, rmem, plan);
+    const collar_check_call_t c = check_call(a, mem, smem, rmem, plan, form);
     return collar_check_allreduce(a->comm, &c, collar_progress_all);
 }
 
-/* A nonblocking or persistent start: the check is issued now and travels
- * with the operation (*ck), which issues nothing of collar's own before
- * it has completed on every rank; an error starting it is raised. */
+/* A nonblocking or persistent start: the check is issued now, before
+ * anything else of the call, and travels with the operation (*ck), which
+ * issues nothing of collar's own schedule before it has completed on
+ * every rank; an error starting it is raised. */
 static int check_begin(const collar_allreduce_args_t *a, collar_mem_kind_t mem,
                        collar_mem_kind_t smem, collar_mem_kind_t rmem,
-                       const collar_plan_t *plan, collar_check_t **ck)
+                       const collar_plan_t *plan, collar_check_form_t form,
+                       collar_check_t **ck)
 {
-    const collar_check_call_t c = check_call(a, mem, smem, rmem, plan);
-    int rc = collar_check_start(a->comm, &c, a->info, ck);
+    const collar_check_call_t c = check_call(a, mem, smem, rmem, plan, form);
+    int rc = collar_check_start(a->comm, &c, ck);
     if (rc != MPI_SUCCESS) {
         *a->request = MPI_REQUEST_NULL;
         PMPI_Comm_call_errhandler(a->comm, rc);
     }
     return rc;
+}
+
+/* The form of a call that collar_colls_allreduce runs (`on`: collar's
+ * communicator it is given, or NULL), as that function decides it. */
+static collar_check_form_t library_form(const collar_allreduce_args_t *a,
+                                        collar_mem_kind_t mem,
+                                        const collar_comm_t *on)
+{
+    if (!collar_colls_allreduce_stages(mem)) {
+        return COLLAR_CHECK_FORM_LIBRARY;
+    }
+    /* (A blocking call runs on the application's communicator.) */
+    return a->request != NULL && on != NULL && on->setup == COLLAR_COMM_READY
+           ? COLLAR_CHECK_FORM_STAGED_OWN : COLLAR_CHECK_FORM_STAGED_APP;
 }
 
 /* Host buffers only (pass_all, host_direct) with statistics on: the MPI
@@ -151,13 +170,15 @@ static int pass_counted(const collar_allreduce_args_t *a,
         if (a->request != NULL) {
             collar_check_t *ck = NULL;
             int rc = check_begin(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
-                                 COLLAR_MEM_HOST, NULL, &ck);
+                                 COLLAR_MEM_HOST, NULL,
+                                 COLLAR_CHECK_FORM_LIBRARY, &ck);
             if (rc != MPI_SUCCESS || ck != NULL) {
                 return rc != MPI_SUCCESS ? rc : collar_colls_allreduce(a, ck, stat, NULL);
             }
         } else {
             int rc = check_agree(a, COLLAR_MEM_HOST, COLLAR_MEM_HOST,
-                                 COLLAR_MEM_HOST, NULL);
+                                 COLLAR_MEM_HOST, NULL,
+                                 COLLAR_CHECK_FORM_LIBRARY);
             if (rc != MPI_SUCCESS) {
                 return rc;
             }
@@ -311,7 +332,9 @@ static int kept_put(collar_comm_t *c, collar_sched_t *s,
  * (FORM_SCHEDULE); or, for a reason, the MPI library's own collective of
  * the same form on host copies (collar_colls_allreduce: on collar's
  * communicator where nothing else of collar's issues collectives there,
- * else on the application's).
+ * else on the application's), or on the buffers themselves where the MPI
+ * library takes device pointers or they are host memory.  The info line
+ * says both the plan it replaces and what runs (form_fallback).
  *
  * MPI's progress rule by construction: once a nonblocking or persistent
  * start has returned, no other rank may depend on collar's code running
@@ -335,33 +358,39 @@ static int kept_put(collar_comm_t *c, collar_sched_t *s,
 enum { FORM_SCHEDULE, FORM_PERSISTENT, FORM_NO_COMM, FORM_NOT_YET,
        FORM_NO_THREAD };
 
-/* Why a call takes the library's form, for a device call (staged on host
- * copies) and a host one (the library's call on the buffers themselves). */
-static const char *const form_why[][2] = {
-    [FORM_PERSISTENT] = {
-        "staged on the application's communicator: a persistent allreduce "
-        "is the MPI library's persistent collective on host copies, matched "
-        "at its init",
-        "native: a persistent allreduce is the MPI library's persistent "
-        "collective, matched at its init" },
-    [FORM_NO_COMM] = {
-        "staged on the application's communicator: the MPI library gives "
-        "collar no communicator of its own",
-        "native: the MPI library gives collar no communicator of its own" },
-    [FORM_NOT_YET] = {
-        "staged on the application's communicator: collar's own "
-        "communicator is made by the first blocking allreduce on it",
-        "native: collar's own communicator is made by the first blocking "
-        "allreduce on it" },
-    [FORM_NO_THREAD] = {
-        "staged on the application's communicator: without collar's "
-        "progress thread on every rank, a nonblocking allreduce is the MPI "
-        "library's own on host copies, which the library alone carries to "
-        "the completion call (COLLAR_PROGRESS)",
-        "native: without collar's progress thread on every rank, a "
-        "nonblocking allreduce is the MPI library's own, which the library "
-        "alone carries to the completion call (COLLAR_PROGRESS)" },
+/* Why a call takes the library's form. */
+static const char *const form_why[] = {
+    [FORM_PERSISTENT] = "a persistent allreduce is matched at its init, "
+        "where the MPI library's persistent collective is made",
+    [FORM_NO_COMM] = "the MPI library gives collar no communicator of its own",
+    [FORM_NOT_YET] = "collar's own communicator is made by the first "
+        "blocking allreduce on it",
+    [FORM_NO_THREAD] = "without collar's progress thread on every rank, a "
+        "nonblocking allreduce is one the MPI library alone carries to the "
+        "completion call (COLLAR_PROGRESS)",
 };
+
+/* The fallback of a call whose plan (`from`) the library's form replaced,
+ * in buf: "ipc -> the MPI library's nonblocking allreduce on host copies,
+ * on collar's communicator: why".  `staged`: on host copies (else on the
+ * buffers themselves); `own`: on collar's communicator. */
+static const char *form_fallback(const collar_allreduce_args_t *a, int form,
+                                 collar_alg_t from, int staged, int own,
+                                 collar_mem_kind_t mem, char *buf, size_t len)
+{
+    const char *kind = a->persistent ? "persistent " : a->request != NULL
+                       ? "nonblocking " : "";
+    if (staged) {
+        snprintf(buf, len, "%s -> the MPI library's %sallreduce on host copies, "
+                 "on %s communicator: %s", collar_alg_name(from), kind,
+                 own ? "collar's" : "the application's", form_why[form]);
+    } else {
+        snprintf(buf, len, "%s -> the MPI library's %sallreduce on the %s "
+                 "buffers: %s", collar_alg_name(from), kind,
+                 mem == COLLAR_MEM_HOST ? "host" : "device", form_why[form]);
+    }
+    return buf;
+}
 
 static int form_of(const collar_allreduce_args_t *a, const collar_comm_t *c)
 {
@@ -434,19 +463,24 @@ static int allreduce_run(const collar_allreduce_args_t *a,
     collar_select(&key, &plan);
     collar_algo_eligible(&call, collar_engine.mpi_cuda_aware, &plan);
     const collar_mem_kind_t smem = call.in_place ? rkind : skind;
+    collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
     if (collar_cfg.check && request == NULL) {
-        int rc = check_agree(a, call.mem, smem, rkind, &plan);
+        /* Before collar's communicator (made below, by what the ranks
+         * agree on): the form as the plan has it. */
+        int rc = check_agree(a, call.mem, smem, rkind, &plan,
+                             build != NULL ? COLLAR_CHECK_FORM_SCHEDULE
+                                           : COLLAR_CHECK_FORM_LIBRARY);
         if (rc != MPI_SUCCESS) {
             return rc;
         }
     }
-    collar_algo_build_fn_t build = collar_algo_builder(plan.alg);
     if (build == NULL && collar_cfg.check && request != NULL) {
         /* Native, checked: the library's collective behind collar's
          * request, which returns the check's error. */
         plan_chosen(comm, &key, &plan, &call, stat);
         collar_check_t *ck = NULL;
-        int rc = check_begin(a, call.mem, smem, rkind, &plan, &ck);
+        int rc = check_begin(a, call.mem, smem, rkind, &plan,
+                             library_form(a, call.mem, NULL), &ck);
         return rc != MPI_SUCCESS ? rc : collar_colls_allreduce(a, ck, stat, NULL);
     }
     if (build == NULL) {
@@ -477,16 +511,26 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         st = collar_comm_get(comm, blocking, &cstate);
     }
     const int form = st == COLLAR_OK ? form_of(a, cstate) : FORM_SCHEDULE;
+    char fallback[400];   /* plan.fallback of the library's form */
+    /* The library's form runs on collar's communicator where nothing else
+     * of collar's issues collectives there meanwhile. */
+    collar_comm_t *on = st == COLLAR_OK && cstate->setup == COLLAR_COMM_READY
+                        && !cstate->all_threaded ? cstate : NULL;
     if (form != FORM_SCHEDULE) {
         /* The application's own collective on host copies of the device
-         * buffers (collar_colls_allreduce), which the MPI library alone
-         * carries from the start to the completion call: what staged does
-         * (native, on host buffers), so only another plan falls back. */
-        const int host = call.mem == COLLAR_MEM_HOST;
-        const collar_alg_t alg = host ? COLLAR_ALG_NATIVE : COLLAR_ALG_STAGED;
+         * buffers (collar_colls_allreduce), or on the buffers themselves
+         * where the MPI library takes device pointers, which the MPI
+         * library alone carries from the start to the completion call:
+         * what staged does (native, on host buffers), so only another
+         * plan falls back. */
+        const int staged = collar_colls_allreduce_stages(call.mem);
+        const collar_alg_t alg = staged ? COLLAR_ALG_STAGED : COLLAR_ALG_NATIVE;
         if (plan.alg != alg) {
+            plan.fallback = form_fallback(a, form, plan.alg, staged,
+                                          library_form(a, call.mem, on)
+                                          == COLLAR_CHECK_FORM_STAGED_OWN,
+                                          call.mem, fallback, sizeof(fallback));
             plan.alg = alg;
-            plan.fallback = form_why[form][host];
         }
         build = NULL;
     } else if (st == COLLAR_OK) {
@@ -502,16 +546,14 @@ static int allreduce_run(const collar_allreduce_args_t *a,
     plan_chosen(comm, &key, &plan, &call, stat);
     collar_check_t *ck = NULL;
     if (st == COLLAR_OK && collar_cfg.check && request != NULL) {
-        int rc = check_begin(a, call.mem, smem, rkind, &plan, &ck);
+        int rc = check_begin(a, call.mem, smem, rkind, &plan,
+                             build == NULL ? library_form(a, call.mem, on)
+                                           : COLLAR_CHECK_FORM_SCHEDULE, &ck);
         if (rc != MPI_SUCCESS) {
             return rc;
         }
     }
     if (build == NULL && st == COLLAR_OK) {
-        /* On collar's communicator where nothing else of collar's issues
-         * collectives there meanwhile. */
-        collar_comm_t *on = cstate->setup == COLLAR_COMM_READY
-                            && !cstate->all_threaded ? cstate : NULL;
         return collar_colls_allreduce(a, ck, stat, on);
     }
 
@@ -549,6 +591,8 @@ static int allreduce_run(const collar_allreduce_args_t *a,
     if (st != COLLAR_OK) {
         collar_error(COLL, "cannot run allreduce with %s: %s",
                      collar_alg_name(plan.alg), collar_status_string(st));
+        /* (A nonblocking start's check, issued, completes later without
+         * this start waiting for it: collar_check_free.) */
         collar_check_free(ck);
         collar_sched_destroy(s);
         PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
@@ -564,13 +608,17 @@ static int allreduce_run(const collar_allreduce_args_t *a,
         }
         st = collar_run_nonblocking(s, comm, request);
         if (st != COLLAR_OK) {
-            /* The schedule is started: run it so that the other ranks,
-             * which issue their side, are not left waiting. */
+            /* The schedule is started: it runs on, failed and with no
+             * request, so that the other ranks, which issue their side,
+             * are not left waiting (they learn of the failure from its
+             * status agreement); the start does not wait for them. */
             collar_error(COLL, "cannot create the request of a nonblocking "
-                         "allreduce: %s; completing it before returning",
-                         collar_status_string(st));
-            collar_run_blocking(s);
-            collar_sched_destroy(s);
+                         "allreduce: %s; the operation fails here and on "
+                         "the other ranks", collar_status_string(st));
+            s->stats_on = 0;
+            collar_sched_fail(s, st);
+            collar_run_detached(s);
+            *request = MPI_REQUEST_NULL;
             PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
             return MPI_ERR_OTHER;
         }

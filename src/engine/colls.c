@@ -81,6 +81,11 @@ void collar_colls_start(const collar_device_t *dev, int mpi_cuda_aware)
     }
 }
 
+int collar_colls_allreduce_stages(collar_mem_kind_t mem)
+{
+    return mem != COLLAR_MEM_HOST && (colls_stage & COLL_BIT(COLLAR_COLL_ALLREDUCE));
+}
+
 void collar_colls_stop(void)
 {
     collar_colls_on = 0;
@@ -628,6 +633,9 @@ typedef struct {
      * the library's collectives (an allreduce: collar_colls_allreduce),
      * held by the schedule; NULL: they run on the application's. */
     collar_comm_t      *on;
+    /* A start that failed after issuing the library's collectives: they
+     * complete later (op_left), the start returns at once. */
+    collar_leftover_t   left;
 } colls_op_t;
 
 /* Schedules of staged collectives have no internal traffic: they take no
@@ -845,6 +853,77 @@ static void op_start_schedule(colls_op_t *op)
     collar_sched_start(s);
 }
 
+/* What a failed start left (op_leave_behind): its check, then the
+ * library's collective on the host copies and its status agreement, which
+ * the other ranks match once they make their own start; the host copies
+ * go when they are complete.  If the check finds that the ranks disagree,
+ * those collectives may never be matched: they stay with the library, as
+ * an abandoned operation's do (op_free). */
+static int op_left(collar_leftover_t *l, int wait)
+{
+    colls_op_t *op = (colls_op_t *)((char *)l - offsetof(colls_op_t, left));
+    if (op->check != NULL) {
+        MPI_Request *req = collar_check_request(op->check);
+        int flag = 1;
+        int rc = wait ? PMPI_Wait(req, MPI_STATUS_IGNORE)
+                      : PMPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && !flag) {
+            return 0;
+        }
+        if (rc == MPI_SUCCESS) {
+            rc = collar_check_result(op->check);
+        }
+        collar_check_free(op->check);
+        op->check = NULL;
+        if (rc != MPI_SUCCESS) {
+            collar_warn(COLL, "COLLAR_CHECK: the MPI library's %s of a failed "
+                        "start is left in flight", collar_coll_name(op->cc.coll));
+            free(op);   /* (the host copies and communicator stay with it) */
+            return 1;
+        }
+    }
+    MPI_Request *reqs[2] = { &op->inner, op->agree ? &op->agree_req : NULL };
+    for (int i = 0; i < 2; i++) {
+        if (reqs[i] == NULL || *reqs[i] == MPI_REQUEST_NULL) {
+            continue;
+        }
+        int flag = 1;
+        int rc = wait ? PMPI_Wait(reqs[i], MPI_STATUS_IGNORE)
+                      : PMPI_Test(reqs[i], &flag, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && !flag) {
+            return 0;
+        }
+    }
+    release(&op->cc);
+    if (op->on != NULL) {
+        collar_comm_unref(op->on);
+    }
+    free(op);
+    return 1;
+}
+
+/* A nonblocking start that failed here after the library's collective on
+ * the host copies was issued (and its status agreement, and the check):
+ * they are left to complete later (op_left), nothing is copied back, and
+ * the start returns its error now (raised on the application's
+ * communicator where `raise`); the other ranks' calls go on. */
+static int op_leave_behind(colls_op_t *op, int rc, int raise)
+{
+    if (op->cc.obs.t0 != 0) {
+        collar_obs_coll_end(&op->cc.obs, op->cc.coll, COLLAR_ALG_STAGED,
+                            op->cc.bytes);
+    }
+    if (op->on != NULL) {
+        collar_comm_ref(op->on);   /* its collectives may run on it */
+    }
+    const MPI_Comm comm = op->cc.comm;
+    collar_leftover_add(&op->left, comm, op_left);
+    if (raise) {
+        PMPI_Comm_call_errhandler(comm, rc);
+    }
+    return rc;
+}
+
 /*
  * The nonblocking form: op_enter has copied in, the library's nonblocking
  * collective on the host copies returned `rc` and op->inner.  Not staged:
@@ -854,8 +933,8 @@ static void op_start_schedule(colls_op_t *op)
 static int op_istart(colls_op_t *op, int rc, MPI_Request *request)
 {
     if (rc != MPI_SUCCESS && op->check != NULL) {
-        /* The check's collective is issued: it completes (every rank issued
-         * it), then goes. */
+        /* The check's collective is issued: it completes later, once every
+         * rank has issued it, then goes (collar_check_free). */
         collar_check_free(op->check);
         op->check = NULL;
     }
@@ -875,17 +954,13 @@ static int op_istart(colls_op_t *op, int rc, MPI_Request *request)
     }
     collar_status_t st = op_schedule(op);
     if (st != COLLAR_OK) {
-        /* The collective is issued: let the library finish it and stage
-         * back by hand, so the peers are not left waiting; the operation
-         * is then complete (MPI_REQUEST_NULL). */
-        collar_check_free(op->check);
-        rc = stage_out(&op->cc, PMPI_Wait(&op->inner, MPI_STATUS_IGNORE));
-        if (op->agree) {
-            PMPI_Wait(&op->agree_req, MPI_STATUS_IGNORE);
-        }
-        free(op);
+        /* The collectives are issued: the library carries them, so the
+         * peers are not left waiting, and this start does not wait for
+         * them. */
+        collar_error(COLL, "cannot run a nonblocking %s: %s; it fails here",
+                     collar_coll_name(op->cc.coll), collar_status_string(st));
         *request = MPI_REQUEST_NULL;
-        return rc;
+        return op_leave_behind(op, MPI_ERR_OTHER, 1);
     }
     op->sched->cleanup = op_free;
     op->sched->cleanup_arg = op;
@@ -893,12 +968,17 @@ static int op_istart(colls_op_t *op, int rc, MPI_Request *request)
     collar_sched_t *s = op->sched;
     st = collar_run_nonblocking(s, op->cc.comm, request);
     if (st != COLLAR_OK) {
+        /* The schedule is started: it runs on, failed (nothing is copied
+         * back) and with no request, and goes when the library's
+         * collectives are complete; the start does not wait for them. */
         collar_error(COLL, "cannot create the request of a nonblocking %s: %s; "
-                     "completing it before returning",
-                     collar_coll_name(op->cc.coll), collar_status_string(st));
+                     "it fails here", collar_coll_name(op->cc.coll),
+                     collar_status_string(st));
         const MPI_Comm comm = op->cc.comm;
-        collar_run_blocking(s);
-        collar_sched_destroy(s);
+        s->stats_on = 0;
+        collar_sched_fail(s, st);
+        collar_run_detached(s);
+        *request = MPI_REQUEST_NULL;
         PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
         return MPI_ERR_OTHER;
     }
@@ -937,11 +1017,9 @@ static void persist_start(collar_persist_t *p)
                               op->cc.bytes);
     }
     stage_copy_in(&op->cc);
-    int rc = op->sched->check != NULL ? collar_check_restart(op->sched->check)
-                                      : MPI_SUCCESS;
-    if (rc == MPI_SUCCESS) {
-        rc = PMPI_Start(&op->inner);
-    }
+    /* (Its check was issued at the init, where MPI matches it; each
+     * start's schedule is gated by it.) */
+    int rc = PMPI_Start(&op->inner);
     if (rc == MPI_SUCCESS && op->agree) {
         op->agree_in = op->cc.failed != COLLAR_OK;
         rc = PMPI_Start(&op->agree_req);
@@ -1464,13 +1542,15 @@ int collar_colls_allreduce(const collar_allreduce_args_t *x,
         rc = PMPI_Iallreduce(&op->agree_in, &op->agree_out, 1, MPI_INT, MPI_MAX,
                              comm, &op->agree_req);
         if (rc != MPI_SUCCESS) {
-            /* The data's collective is issued: finish it, as op_istart's
-             * error path does. */
-            PMPI_Wait(&op->inner, MPI_STATUS_IGNORE);
-            collar_check_free(op->check);
-            release(&op->cc);
-            free(op);
-            return on_error(x->comm, comm, rc);
+            /* The data's collective is issued: left to complete later, as
+             * op_istart's error path does. */
+            collar_error(COLL, "cannot start the status agreement of a "
+                         "staged allreduce (MPI error %d); it fails here", rc);
+            op->agree = 0;
+            *x->request = MPI_REQUEST_NULL;
+            /* (On the application's communicator the library raised its
+             * own error.) */
+            return op_leave_behind(op, rc, comm != x->comm);
         }
     }
     return op_istart(op, on_error(x->comm, comm, rc), x->request);

@@ -41,6 +41,11 @@ int collar_allreduce(const collar_allreduce_args_t *a, collar_stats_call_t *stat
  * MPI_Finalize) every call goes straight to the MPI library. */
 void collar_colls_start(const collar_device_t *dev, int mpi_cuda_aware);
 void collar_colls_stop(void);
+/* Whether collar_colls_allreduce copies a call of memory kind `mem` to
+ * the host (then adds a status agreement, and runs on collar's
+ * communicator where it is given one): a device call where the MPI
+ * library does not take device pointers (COLLAR_MPI_CUDA_AWARE). */
+int collar_colls_allreduce_stages(collar_mem_kind_t mem);
 /* An allreduce as the MPI library's own collective of the same form on
  * host copies of its device buffers, on the application's communicator
  * (blocking, nonblocking, persistent, _c): the form the library alone
@@ -70,6 +75,12 @@ collar_status_t collar_run_blocking(collar_sched_t *s);
  * through its handler, request.c). */
 collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Comm comm,
                                        MPI_Request *request);
+/* Hand a started schedule to progress with no request: a start that
+ * failed here after its schedule was started (its turn taken, its
+ * messages expected by the other ranks) returns its error at once, and
+ * the schedule, failed (collar_sched_fail: it drains, touching no buffer
+ * of the application's), runs to its end and goes. */
+void collar_run_detached(collar_sched_t *s);
 /* Hand a started schedule with an on_finish hook to progress (a start of
  * a persistent operation). */
 void collar_run_persistent(collar_sched_t *s);

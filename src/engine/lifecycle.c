@@ -254,6 +254,8 @@ static void collar_shutdown(void)
         return;
     }
     collar_run_drain();
+    /* What failed starts left: every rank has made its calls by now. */
+    collar_leftover_drain(MPI_COMM_NULL);
     collar_persist_finalize();
     collar_observe_finalize();
     collar_stats_report(MPI_COMM_WORLD);

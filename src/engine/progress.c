@@ -147,6 +147,8 @@ static void run_finish(collar_sched_t *s)
         collar_sched_destroy(s);
         PMPI_Grequest_complete(request);
         collar_request_unref(g);
+    } else if (s->detached) {
+        collar_sched_destroy(s);   /* no one waits for it */
     }
     if (listed) {
         atomic_fetch_sub(&run_count, 1);
@@ -167,6 +169,7 @@ static void progress_locked(void)
 
 int collar_progress_all(void)
 {
+    collar_leftover_poll();
     if (atomic_load_explicit(&run_count, memory_order_relaxed) == 0) {
         return 0;
     }
@@ -343,10 +346,16 @@ void collar_run_persistent(collar_sched_t *s)
     run_add(s);
 }
 
+void collar_run_detached(collar_sched_t *s)
+{
+    s->detached = 1;
+    run_add(s);
+}
+
 collar_status_t collar_run_nonblocking(collar_sched_t *s, MPI_Comm comm,
                                        MPI_Request *request)
 {
-    greq_state_t *g = malloc(sizeof(*g));
+    greq_state_t *g = collar_fault(COLLAR_FAULT_GREQ) ? NULL : malloc(sizeof(*g));
     if (g == NULL) {
         return COLLAR_ERR_NO_MEMORY;
     }

@@ -13,13 +13,37 @@
  *   userop  rank 0 passes a user-defined op, the others MPI_SUM
  *   type    rank 1 passes MPI_DOUBLE, the others MPI_INT (same count)
  *   coll    rank 1 calls MPI_Iallreduce, the others MPI_Allreduce
+ *   bigcount  MPI_Allreduce_c with counts that differ only above INT_MAX:
+ *           2^31 + 4 bytes on rank 0, 2^32 + 4 on the others, from
+ *           buffers of 4 bytes (the check fails the call before anything
+ *           is read; a check that let it through would read past them).
+ *           A library without MPI_Allreduce_c (MPI-3) skips it.
  * With MPI_ERRORS_ARE_FATAL the job must end there; if the call returns, the
  * program says so and exits 3.
+ *   aware   a correct program in a misconfigured job (COLLAR_MPI_CUDA_AWARE
+ *           set on some ranks only, buffers on the device): an
+ *           MPI_Allreduce, then an MPI_Iallreduce on a fresh communicator
+ *           (the MPI library's allreduce, staged on some ranks only), then
+ *           one on MPI_COMM_WORLD (the same on collar's communicator, or
+ *           collar's schedule with the progress thread), each with
+ *           MPI_ERRORS_RETURN: every rank must get MPI_ERR_OTHER, from the
+ *           call or its MPI_Wait.  Nothing is used after (the library's
+ *           allreduces of a failed nonblocking check are left in flight);
+ *           each rank prints "test_check aware: rank R ok".
  *   return  each of the above on a communicator with MPI_ERRORS_RETURN:
  *           every rank must get MPI_ERR_ARG (and MPI_REQUEST_NULL from
  *           MPI_Iallreduce), and a matching call after each must work.
  *
  * Correct modes (any MPI library, with or without collar):
+ *   late [warm]  on a fresh communicator (warm: after a blocking allreduce
+ *             on it), rank 1 starts an MPI_Iallreduce 2 s after the
+ *             others.  Under collar with a start that fails on rank 0
+ *             (COLLAR_SIM_FAIL there, after the start has issued its
+ *             collectives), rank 0's start must return MPI_ERR_OTHER in
+ *             under a second, without waiting for rank 1; every other
+ *             rank gets the right result or an error; then a second
+ *             MPI_Iallreduce is right everywhere.  Without a failure every
+ *             start must succeed and every result be right.
  *   progress  rank 0 starts two MPI_Iallreduce and waits for both; rank 1
  *             waits for the first before it starts the second: the check of
  *             the second on rank 0 must not stop the first from advancing.
@@ -31,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -73,6 +98,13 @@ static int erroneous(const char *mode, MPI_Comm comm, MPI_Request *req)
             return MPI_Iallreduce(in, out, 4, MPI_INT, MPI_SUM, comm, req);
         }
         return MPI_Allreduce(in, out, 4, MPI_INT, MPI_SUM, comm);
+    } else if (strcmp(mode, "bigcount") == 0) {
+#if MPI_VERSION >= 4
+        const MPI_Count count = ((MPI_Count)1 << (rank == 0 ? 31 : 32)) + 4;
+        return MPI_Allreduce_c(in, out, count, MPI_BYTE, MPI_BOR, comm);
+#else
+        tu_skip("MPI_Allreduce_c needs an MPI-4 library");
+#endif
     }
     return -1;
 }
@@ -113,6 +145,115 @@ static void mode_return(void)
         }
         MPI_Comm_free(&comm);
     }
+}
+
+/* The calls of mode aware on comm (nonblocking: an MPI_Iallreduce and its
+ * MPI_Wait): 1 when the call failed with MPI_ERR_OTHER. */
+static int aware_call(MPI_Comm comm, int nonblocking, const char *what)
+{
+    const int n = 1000;
+    float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        a[i] = 1.0f;
+    }
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    int rc;
+    if (nonblocking) {
+        MPI_Request req = MPI_REQUEST_NULL;
+        rc = MPI_Iallreduce(a, b, n, MPI_FLOAT, MPI_SUM, comm, &req);
+        if (rc == MPI_SUCCESS) {
+            rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+    } else {
+        rc = MPI_Allreduce(a, b, n, MPI_FLOAT, MPI_SUM, comm);
+    }
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(rc, &cls);
+    if (cls != MPI_ERR_OTHER) {
+        printf("rank %d: FAIL %s: %s, not MPI_ERR_OTHER\n", tu_world_rank(), what,
+               tu_errstr(rc));
+    }
+    /* (The buffers of a failed nonblocking call may still be the library's.) */
+    if (!nonblocking) {
+        free(a);
+        free(b);
+    }
+    return cls == MPI_ERR_OTHER;
+}
+
+static int mode_aware(void)
+{
+    MPI_Comm a, b;
+    MPI_Comm_dup(MPI_COMM_WORLD, &a);
+    MPI_Comm_dup(MPI_COMM_WORLD, &b);
+    int ok = aware_call(a, 0, "MPI_Allreduce");
+    ok &= aware_call(b, 1, "MPI_Iallreduce on a fresh communicator");
+    ok &= aware_call(MPI_COMM_WORLD, 1, "MPI_Iallreduce on MPI_COMM_WORLD");
+    printf("test_check aware: rank %d %s\n", tu_world_rank(), ok ? "ok" : "FAILED");
+    fflush(stdout);
+    return ok ? 0 : 1;
+}
+
+static void mode_late(int warm)
+{
+    const int rank = tu_world_rank(), size = tu_world_size();
+    /* (Rank 0 alone has the failure; the others learn it here, past
+     * collar.) */
+    int failing = getenv("COLLAR_SIM_FAIL") != NULL && rank == 0;
+    PMPI_Allreduce(MPI_IN_PLACE, &failing, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    const int n = 1000;
+    float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) {
+        a[i] = (float)(rank + 1);
+    }
+    const float want = (float)(size * (size + 1) / 2);
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (warm) {
+        tu_check_rc(MPI_Allreduce(a, b, n, MPI_FLOAT, MPI_SUM, comm), "warm-up");
+    }
+    if (rank == 1) {
+        sleep(2);
+    }
+    MPI_Request req = MPI_REQUEST_NULL;
+    const double t0 = MPI_Wtime();
+    int rc = MPI_Iallreduce(a, b, n, MPI_FLOAT, MPI_SUM, comm, &req);
+    const double took = MPI_Wtime() - t0;
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(rc, &cls);
+    if (failing && rank == 0) {
+        tu_check(cls == MPI_ERR_OTHER, "failed start", "%s, not MPI_ERR_OTHER",
+                 tu_errstr(rc));
+        tu_check(req == MPI_REQUEST_NULL, "failed start", "a request");
+        tu_check(took < 1.0, "failed start", "took %.2f s: it waited for rank 1",
+                 took);
+        printf("test_check late: rank %d: the failed start took %.3f s\n", rank, took);
+    } else if (rank != 1) {
+        tu_check(rc == MPI_SUCCESS, "start", "%s", tu_errstr(rc));
+        tu_check(took < 1.0, "start", "took %.2f s: it waited for rank 1", took);
+    }
+    if (rc == MPI_SUCCESS && req != MPI_REQUEST_NULL) {
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+        MPI_Error_class(rc, &cls);
+        if (rc == MPI_SUCCESS) {
+            tu_check(b[0] == want && b[n - 1] == want, "result", "%g, not %g",
+                     b[0], want);
+        } else {
+            tu_check(failing && cls == MPI_ERR_OTHER, "wait", "%s", tu_errstr(rc));
+        }
+    }
+    /* The communicator goes on. */
+    rc = MPI_Iallreduce(a, b, n, MPI_FLOAT, MPI_SUM, comm, &req);
+    if (rc == MPI_SUCCESS) {
+        rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+    tu_check_rc(rc, "the call after");
+    tu_check(rc != MPI_SUCCESS || b[0] == want, "result after", "%g, not %g",
+             b[0], want);
+    MPI_Comm_free(&comm);
+    free(a);
+    free(b);
 }
 
 static void mode_progress(void)
@@ -175,7 +316,8 @@ static void mode_zeros(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    int wrong = strcmp(mode, "progress") != 0 && strcmp(mode, "zeros") != 0;
+    int wrong = strcmp(mode, "progress") != 0 && strcmp(mode, "zeros") != 0
+                && strcmp(mode, "late") != 0;
     const char *check = getenv("COLLAR_CHECK");
     if (wrong && (check == NULL || strcmp(check, "1") != 0)) {
         fprintf(stderr, "test_check: mode '%s' is an erroneous MPI program: "
@@ -188,10 +330,17 @@ int main(int argc, char **argv)
         tu_skip("needs 2 ranks or more");
     }
     int status = 0;
+    if (strcmp(mode, "aware") == 0) {
+        status = mode_aware();
+        MPI_Finalize();
+        return status;
+    }
     if (strcmp(mode, "return") == 0) {
         mode_return();
     } else if (strcmp(mode, "progress") == 0) {
         mode_progress();
+    } else if (strcmp(mode, "late") == 0) {
+        mode_late(argc > 2 && strcmp(argv[2], "warm") == 0);
     } else if (strcmp(mode, "zeros") == 0) {
         mode_zeros();
     } else {
