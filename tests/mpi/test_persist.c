@@ -13,6 +13,14 @@
  * MPI_Finalize (the only point at which MPI says it is complete).
  * Exit 77 where the MPI library has no persistent collectives.
  *
+ * Then, three times: a nonblocking all-to-all (staged) completed, and a
+ * new persistent allreduce made, started twice and freed (MPICH 4.0.2 at
+ * MPI_THREAD_MULTIPLE, on three ranks, once lost that allreduce to what
+ * collar did to wake a waiting thread: every rank waited for ever).
+ *
+ * Usage, in full: test_persist [count [free-active [warm [multiple]]]];
+ * multiple: MPI_Init_thread asking for MPI_THREAD_MULTIPLE.
+ *
  * With TU_DEVICE=cuda (testutil.h) every buffer the operations get is
  * device memory: new data is put there before each start and the result
  * read back after each completion.
@@ -23,6 +31,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(HAVE_PMPI_ALLREDUCE_INIT)
 static int rank, size;
@@ -55,7 +64,12 @@ static void check_sum(const int *buf, int count, int round, const char *what)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    if (argc > 4 && strcmp(argv[4], "multiple") == 0) {
+        int provided;
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     tu_init("test_persist");
 #if !defined(HAVE_PMPI_ALLREDUCE_INIT)
     (void)argc;
@@ -134,6 +148,41 @@ int main(int argc, char **argv)
     }
     MPI_Request_free(&two[0]);
     MPI_Request_free(&two[1]);
+
+    /* A nonblocking all-to-all, then a new persistent allreduce, again. */
+    const int per = count / size < 1000 ? count / size : 1000;
+    for (int round = 0; round < 3 && per > 0; round++) {
+        for (int i = 0; i < per * size; i++) {
+            s[i] = value(rank, i, round + 40);   /* block i / per goes to rank i / per */
+        }
+        tu_dev_put(ds, s, (size_t)per * size * sizeof(int));
+        MPI_Request a2a;
+        tu_check_rc(MPI_Ialltoall(ds, per, MPI_INT, dr, per, MPI_INT, MPI_COMM_WORLD, &a2a),
+                    "ialltoall");
+        tu_check_rc(MPI_Wait(&a2a, MPI_STATUS_IGNORE), "ialltoall: wait");
+        tu_dev_get(r, dr, (size_t)per * size * sizeof(int));
+        int bad = 0;
+        for (int q = 0; q < size; q++) {
+            for (int i = 0; i < per; i++) {
+                bad += r[q * per + i] != value(q, rank * per + i, round + 40);
+            }
+        }
+        tu_check(bad == 0, "ialltoall", "round %d: %d wrong elements", round, bad);
+        MPI_Request pr;
+        tu_check_rc(MPI_Allreduce_init(ds, dr, per, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+                                       MPI_INFO_NULL, &pr), "after ialltoall: allreduce_init");
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < per; i++) {
+                s[i] = value(rank, i, round * 2 + k + 50);
+            }
+            tu_dev_put(ds, s, (size_t)per * sizeof(int));
+            tu_check_rc(MPI_Start(&pr), "after ialltoall: start");
+            tu_check_rc(MPI_Wait(&pr, MPI_STATUS_IGNORE), "after ialltoall: wait");
+            tu_dev_get(r, dr, (size_t)per * sizeof(int));
+            check_sum(r, per, round * 2 + k + 50, "after ialltoall: allreduce_init");
+        }
+        tu_check_rc(MPI_Request_free(&pr), "after ialltoall: free");
+    }
 
     /* Freed while active: the operation still completes on every rank, and
      * the next operations are right (on another communicator: MPICH 4.0.2
