@@ -167,7 +167,7 @@ client() {
     rm -f "$stats"
     local rc=0
     # shellcheck disable=SC2086
-    timeout -k 10 300 "$launcher" $opts -np 3 env "$@" ${preload:+"$preload"} \
+    timeout -k 10 150 "$launcher" $opts -np 3 env "$@" ${preload:+"$preload"} \
         COLLAR_DEVICE=sim COLLAR_STATS=1 COLLAR_STATS_FORMAT=json COLLAR_STATS_FILE="$stats" \
         "$py" "$top/tests/python/test_clients.py" $args >"$log" 2>&1 || rc=$?
     local verdict
