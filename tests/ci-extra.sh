@@ -38,6 +38,12 @@
 #           (build-mpich-cuda/: collar and the emulation only), and the
 #           semantics corpus there (mpi/semantics/sem_cudaemu.test, whose
 #           sem_persist needs MPICH's persistent collectives)
+#   nodes   tests/cluster/nodes.sh: ranks on different nodes of a cluster
+#           made on this machine (tests/cluster/cluster.sh: UTS namespaces
+#           with host names of their own, an ssh stand-in, traffic on
+#           loopback): hier, the built-in rules against collar-info
+#           --explain, the CUDA emulation and the README's launcher lines
+#           on 2x2, 4x2 and 4x4 ranks, Open MPI and MPICH
 #
 # Each stage prints a header and its time; a summary comes last.  Measured
 # on 2 cores from a fresh clone (nothing else running): deps 0-1 min, asan
@@ -75,7 +81,7 @@ on_error() {
 trap on_error ERR
 
 wanted() {
-    case " ${CI_EXTRA_STAGES:-asan mpich matrix cudaemu cudaemu-programs fuzz} " in *" $1 "*) return 0 ;; esac
+    case " ${CI_EXTRA_STAGES:-asan mpich matrix cudaemu cudaemu-programs fuzz nodes} " in *" $1 "*) return 0 ;; esac
     return 1
 }
 
@@ -279,6 +285,16 @@ if wanted cudaemu-programs; then
     TEST_CUDAEMU_FULL=1 TEST_CUDAEMU_PARTS="forms mix persist" \
         make -C build-mpich-cuda/tests check TESTS="$emu_tests mpi/nccl.test" check_PROGRAMS= check_LTLIBRARIES= \
         || { tail -300 build-mpich-cuda/tests/test-suite.log; false; }
+    stage_end
+fi
+
+# ------------------------------------------------------------------ nodes
+if wanted nodes; then
+    stage_begin "nodes (ranks on different nodes of a cluster made on this machine)"
+    # tests/cluster/: 2, 4 nodes (UTS namespaces with host names of their
+    # own, launched through an ssh stand-in) under Open MPI (build/) and
+    # MPICH (build-mpich/; build-mpich-cuda/ for the CUDA emulation).
+    tests/cluster/nodes.sh
     stage_end
 fi
 
