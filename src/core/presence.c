@@ -41,8 +41,12 @@
  *   get of each rank's key answers from the node's proxy, "not found" at
  *   once for a rank without collar.
  *
- * Neither reached (a singleton, another launcher, a PMIx_Init collar did
- * not see): the state is unknown and collar runs as if every process had
+ *   Not on a PMI-2 server (Slurm's srun --mpi=pmi2, which sets PMI_JOBID
+ *   beside PMI_FD): it answers PMI-1's init with an error and the socket
+ *   is then of no use to the MPI library either (every rank was killed).
+ *
+ * Neither reached (a singleton, another launcher, a PMI-2 server, a
+ * PMIx_Init collar did not see): the state is unknown and collar runs as if every process had
  * it, as before (docs/reliability.md: what was measured and ruled out).
  */
 #include "config.h"
@@ -664,6 +668,15 @@ void collar_presence_announce(void)
     if (getenv("PMIX_NAMESPACE") != NULL && getenv("PMIX_RANK") != NULL) {
         pr.why = "the MPI library's PMIx_Init did not reach collar's";
         return;   /* the key goes in with the library's PMIx_Init */
+    }
+    if (fd != NULL && rank != NULL && getenv("PMI_JOBID") != NULL) {
+        /* Slurm's srun --mpi=pmi2 (it alone sets PMI_JOBID beside PMI_FD):
+         * a PMI-2 server, which takes PMI-1's init as an error and leaves
+         * the socket unusable to the MPI library after it; collar says
+         * nothing on it. */
+        pr.why = "the launcher's PMI server is PMI-2 (Slurm's srun --mpi=pmi2), "
+                 "which collar does not speak";
+        return;
     }
     if (fd != NULL && rank != NULL) {
         pmi_put_marker(fd, rank);
