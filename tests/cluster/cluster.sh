@@ -2,8 +2,10 @@
 # A cluster of N nodes on this machine, for the tests that need ranks on
 # different nodes (tests/cluster/README.md).
 #
-#   cluster.sh up NODES [DIR]    make the nodes' files in DIR (default
-#                                /tmp/collar-cluster): launchers in DIR/bin
+#   cluster.sh up [--slurm] NODES [DIR]
+#                                make the nodes' files in DIR (default
+#                                /tmp/collar-cluster): launchers in DIR/bin;
+#                                --slurm: Slurm's daemons on the nodes too
 #   cluster.sh down [DIR]        stop whatever still runs on the nodes,
 #                                remove DIR; exit 1 if something was left
 #   cluster.sh check [DIR]       exit 1 if a process of the cluster runs
@@ -26,6 +28,8 @@
 #                     and DIR/agent as its rsh agent
 #   DIR/bin/mpiexec   MPICH's Hydra (mpiexec.hydra or mpiexec.mpich), with
 #                     -hosts and DIR/agent as its ssh
+#   DIR/bin/srun      Slurm's srun (up --slurm): slurmctld on 127.0.0.1, a
+#                     slurmd a node in its namespace, MpiDefault=pmix
 # MPICH_LAUNCHER / OMPI_LAUNCHER name another real launcher (the wheel's
 # mpiexec, say).
 #
@@ -47,7 +51,12 @@ case $cmd in
     *) usage >&2; exit 2 ;;
 esac
 
+slurm=0
 if [ "$cmd" = up ]; then
+    if [ "${1:-}" = --slurm ]; then
+        slurm=1
+        shift
+    fi
     nodes=${1:-}
     case $nodes in
         ''|*[!0-9]*) echo "cluster.sh up: NODES must be a number from 1 to 64, not '$nodes'" >&2; exit 2 ;;
@@ -62,14 +71,33 @@ case $dir in
     *) dir=$PWD/$dir ;;
 esac
 
-# The processes of the cluster: their environment names DIR.
+# The processes of the cluster: their environment names DIR.  `jobs`: all
+# but Slurm's daemons (slurmctld, slurmd), which run as long as the
+# cluster does; `daemons`: those alone; `all`.
 cluster_pids() {
-    local p
+    local which=${1:-all} p comm
     for p in /proc/[0-9]*; do
         [ "${p#/proc/}" != "$$" ] || continue
-        grep -qazxF "CLUSTER_JOB_DIR=$dir" "$p/environ" 2>/dev/null && echo "${p#/proc/}"
+        grep -qazxF "CLUSTER_JOB_DIR=$dir" "$p/environ" 2>/dev/null || continue
+        comm=$(cat "$p/comm" 2>/dev/null)
+        case $which:$comm in
+            jobs:slurmctld|jobs:slurmd|daemons:[!s]*) continue ;;
+            daemons:*) [ "$comm" = slurmctld ] || [ "$comm" = slurmd ] || continue ;;
+        esac
+        echo "${p#/proc/}"
     done
     return 0
+}
+
+# stop PIDS...: TERM, a second, KILL.
+stop() {
+    [ $# -gt 0 ] || return 0
+    kill -TERM "$@" 2>/dev/null || true
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        kill -0 "$@" 2>/dev/null || return 0
+        sleep 0.2
+    done
+    kill -KILL "$@" 2>/dev/null || true
 }
 
 shm_left() {
@@ -78,11 +106,103 @@ shm_left() {
     ls /dev/shm 2>/dev/null | grep '^collar-' | sort | comm -13 "$dir/shm.before" - || true
 }
 
+# A free TCP port from $1 up (ss -ltn), for slurmctld and each slurmd.
+free_port() {
+    local p=$1
+    while ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; do
+        p=$((p + 1))
+    done
+    echo $p
+}
+
+# Slurm on the nodes (cluster.sh up --slurm): slurmctld on 127.0.0.1, one
+# slurmd a node in the node's namespace (its host name, its own port, its
+# own PMIx client directory: the nodes share /tmp), no authentication
+# (auth/none, cred/none: these daemons listen on loopback only and serve
+# this machine's root), MpiDefault=pmix.  Debian's slurmd, slurmctld and
+# slurm-client are installed where missing.
+slurm_up() {
+    if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null \
+            || ! command -v srun >/dev/null; then
+        command -v apt-get >/dev/null || {
+            echo "cluster.sh: Slurm is not installed (slurmctld, slurmd, srun)" >&2; exit 1; }
+        echo "cluster.sh: installing Slurm (slurmctld slurmd slurm-client)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            slurmctld slurmd slurm-client >"$dir/apt.log" 2>&1 \
+            || { tail -20 "$dir/apt.log" >&2; exit 1; }
+    fi
+    local s=$dir/slurm k port base
+    mkdir -p "$s/state" "$s/pmix"
+    base=$(( 20000 + $(cksum <<<"$dir" | cut -d' ' -f1) % 20000 ))
+    port=$(free_port $base)
+    {
+        echo "ClusterName=collar"
+        echo "SlurmctldHost=localhost(127.0.0.1)"
+        echo "SlurmctldPort=$port"
+        echo "AuthType=auth/none"
+        echo "CredType=cred/none"
+        echo "ProctrackType=proctrack/pgid"
+        echo "TaskPlugin=task/none"
+        echo "SwitchType=switch/none"
+        echo "MpiDefault=pmix"
+        echo "SlurmUser=root"
+        echo "SlurmdUser=root"
+        echo "StateSaveLocation=$s/state"
+        echo "SlurmdSpoolDir=$s/spool-%n"
+        echo "SlurmctldPidFile=$s/slurmctld.pid"
+        echo "SlurmdPidFile=$s/slurmd-%n.pid"
+        echo "SlurmctldLogFile=$s/slurmctld.log"
+        echo "SlurmdLogFile=$s/slurmd-%n.log"
+        echo "SchedulerType=sched/builtin"
+        echo "SelectType=select/cons_tres"
+        echo "SelectTypeParameters=CR_Core"
+        echo "ReturnToService=2"
+        echo "JobAcctGatherType=jobacct_gather/none"
+        echo "AccountingStorageType=accounting_storage/none"
+        echo "SlurmdParameters=config_overrides"
+        echo "PartitionName=nodes Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
+    } >"$s/slurm.conf"
+    echo "PMIxCliTmpDirBase=$s/pmix" >"$s/mpi.conf"
+    for k in $(seq 1 "$nodes"); do
+        port=$(free_port $((port + 1)))
+        echo "NodeName=cnode$k NodeAddr=127.0.10.$k Port=$port CPUs=64 State=UNKNOWN" >>"$s/slurm.conf"
+        mkdir -p "$s/spool-cnode$k" "$s/pmix-cnode$k"
+    done
+    env CLUSTER_JOB_DIR="$dir" setsid slurmctld -D -f "$s/slurm.conf" >"$s/slurmctld.out" 2>&1 </dev/null &
+    for k in $(seq 1 "$nodes"); do
+        env -i PATH="$PATH" HOME="${HOME:-/root}" CLUSTER_JOB_DIR="$dir" setsid \
+            unshare --uts --mount /bin/sh -c \
+            'hostname "$0" && mount --bind "$1/pmix-$0" "$1/pmix" && exec slurmd -D -N "$0" -f "$1/slurm.conf"' \
+            "cnode$k" "$s" >"$s/slurmd-cnode$k.out" 2>&1 </dev/null &
+    done
+    local idle=0
+    for _ in $(seq 1 100); do
+        idle=$(SLURM_CONF=$s/slurm.conf sinfo -h -N -t idle -o %N 2>/dev/null | wc -l)
+        [ "$idle" = "$nodes" ] && break
+        sleep 0.2
+    done
+    if [ "$idle" != "$nodes" ]; then
+        echo "cluster.sh: Slurm: $idle of $nodes nodes idle after 20 s ($s/*.log)" >&2
+        tail -5 "$s/slurmctld.log" "$s/slurmd-cnode1.log" >&2 2>/dev/null
+        exit 1
+    fi
+    {
+        echo '#!/bin/sh'
+        echo '# srun on the cluster'"'"'s Slurm: its nodes, the ranks spread evenly'
+        echo '# (CLUSTER_PPN, or -n over the nodes), the MPI libraries'"'"' traffic on lo.'
+        echo ". \"$dir/bin/ppn.sh\""
+        echo "export SLURM_CONF=\"$s/slurm.conf\" CLUSTER_JOB_DIR=\"$dir\""
+        echo 'export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo UCX_NET_DEVICES=lo'
+        echo "exec srun -N $nodes --ntasks-per-node=\$ppn \"\$@\""
+    } >"$dir/bin/srun"
+    chmod +x "$dir/bin/srun"
+}
+
 case $cmd in
 up)
     [ "$(id -u)" -eq 0 ] || { echo "cluster.sh: needs root (namespaces, mounts)" >&2; exit 1; }
     command -v unshare >/dev/null || { echo "cluster.sh: needs unshare (util-linux)" >&2; exit 1; }
-    if [ -d "$dir" ] && [ -n "$(cluster_pids)" ]; then
+    if [ -d "$dir" ] && [ -n "$(cluster_pids all)" ]; then
         echo "cluster.sh: processes of $dir still run; cluster.sh down $dir first" >&2
         exit 1
     fi
@@ -173,11 +293,16 @@ exec "$dir/bin/on-node1" env UCX_NET_DEVICES=lo "\$real" -hosts "\$hosts" \\
     -launcher ssh -launcher-exec "$dir/agent" -iface lo "\$@"
 EOF
     chmod +x "$dir/bin/mpirun" "$dir/bin/mpiexec"
-    echo "cluster.sh: $nodes nodes (cnode1..cnode$nodes) in $dir; launchers $dir/bin/mpirun, $dir/bin/mpiexec"
+    launchers="$dir/bin/mpirun, $dir/bin/mpiexec"
+    if [ $slurm = 1 ]; then
+        slurm_up
+        launchers="$launchers, $dir/bin/srun"
+    fi
+    echo "cluster.sh: $nodes nodes (cnode1..cnode$nodes) in $dir; launchers $launchers"
     ;;
 check)
     left=0
-    pids=$(cluster_pids)
+    pids=$(cluster_pids jobs)
     if [ -n "$pids" ]; then
         echo "cluster.sh: processes left on the nodes of $dir:"
         for p in $pids; do
@@ -195,17 +320,15 @@ check)
 down)
     [ -d "$dir" ] || exit 0
     left=0
-    pids=$(cluster_pids)
+    pids=$(cluster_pids jobs)
     if [ -n "$pids" ]; then
-        echo "cluster.sh: stopping processes left on the nodes: $pids"
+        echo "cluster.sh: stopping processes left on the nodes:" $pids
         # shellcheck disable=SC2086
-        kill -TERM $pids 2>/dev/null || true
-        sleep 1
-        pids=$(cluster_pids)
-        # shellcheck disable=SC2086
-        [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+        stop $pids
         left=1
     fi
+    # shellcheck disable=SC2046
+    stop $(cluster_pids daemons)
     shm=$(shm_left)
     if [ -n "$shm" ]; then
         echo "cluster.sh: removing from /dev/shm: $shm"

@@ -31,6 +31,12 @@
 #               (collar stays out on every rank, says which ranks and
 #               hosts lack it, the result is right); Hydra's
 #               "-genv LD_PRELOAD ..." (active on every rank) (2x2, 4x2)
+#   srun        Slurm on the nodes (cluster.sh up --slurm; installed where
+#               missing, skipped with a word where it cannot start): the
+#               README's "srun --export=ALL,LD_PRELOAD=..." line (collar
+#               active on every rank) and hier, under Slurm's PMIx (Open
+#               MPI) and PMI-2 (MPICH, --mpi=pmi2) (2x2); CLUSTER_SLURM=0
+#               leaves it out
 #   node lost   hier allreduces (tests/mpi/test_stress) when every rank of
 #               the last node is killed: the job ends within a minute,
 #               through the launcher's abort or an MPI error (2x2)
@@ -164,7 +170,17 @@ for mpi in $mpis; do
     for shape in $shapes; do
         nodes=${shape%x*} ppn=${shape#*x}
         np=$((nodes * ppn))
-        "$cluster" up "$nodes" "$dir" >/dev/null || { bad "$mpi $shape: cluster.sh up"; continue; }
+        with_slurm=0
+        if [ "$shape" = 2x2 ] && [ "${CLUSTER_SLURM:-1}" = 1 ]; then
+            if "$cluster" up --slurm "$nodes" "$dir" >"$log" 2>&1; then
+                with_slurm=1
+            else
+                say "$mpi $shape srun: skipped: Slurm did not start here: $(tail -1 "$log")"
+                "$cluster" down "$dir" >/dev/null 2>&1 || true
+            fi
+        fi
+        [ $with_slurm = 1 ] || "$cluster" up "$nodes" "$dir" >/dev/null \
+            || { bad "$mpi $shape: cluster.sh up"; continue; }
         export CLUSTER_PPN=$ppn
         sim="COLLAR_DEVICE=sim COLLAR_SIM_JITTER=10"
         say "---- $mpi, $nodes nodes x $ppn ranks"
@@ -233,6 +249,23 @@ for mpi in $mpis; do
                 COLLAR_PROGRESS=thread COLLAR_LOG=info "$tests/mpi/test_allreduce" --quick --nonblocking \
                 && expect "test_allreduce: [0-9]+ passed, 0 failed" \
                 && ok "$mpi $shape thread" || bad "$mpi $shape thread"
+        fi
+
+        if [ $with_slurm = 1 ]; then
+            # srun --export=ALL,LD_PRELOAD=/usr/local/lib/libcollar.so -n 8 ./app
+            # (Open MPI: Slurm's PMIx, MpiDefault; MPICH: PMI-2, --mpi=pmi2)
+            pmi=""
+            [ $mpi = mpich ] && pmi=--mpi=pmi2
+            # shellcheck disable=SC2086
+            run "srun --export" $np "$dir/bin/srun" $pmi \
+                --export=ALL,LD_PRELOAD="$lib",COLLAR_LOG=info,COLLAR_DEVICE=sim -n $np "$tests/demo/demo_allreduce" \
+                && expect ":0 INFO INIT collar [0-9.]+ active: $np ranks" "result correct on every rank" \
+                && ok "$mpi $shape srun --export" || bad "$mpi $shape srun --export"
+            # shellcheck disable=SC2086
+            run "srun hier" $np "$dir/bin/srun" $pmi -n $np env LD_PRELOAD="$lib" $sim \
+                COLLAR_ALGORITHM=hier COLLAR_LOG=info COLLAR_STATS=1 "$tests/mpi/test_allreduce" --quick \
+                && expect "test_allreduce: [0-9]+ passed, 0 failed" "device memory: hier, " "^allreduce +hier +device" \
+                && ok "$mpi $shape srun hier" || bad "$mpi $shape srun hier"
         fi
 
         if [ "$shape" = 2x2 ]; then
