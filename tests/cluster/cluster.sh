@@ -2,10 +2,12 @@
 # A cluster of N nodes on this machine, for the tests that need ranks on
 # different nodes (tests/cluster/README.md).
 #
-#   cluster.sh up [--slurm] NODES [DIR]
+#   cluster.sh up [--slurm | --link RATE] NODES [DIR]
 #                                make the nodes' files in DIR (default
 #                                /tmp/collar-cluster): launchers in DIR/bin;
-#                                --slurm: Slurm's daemons on the nodes too
+#                                --slurm: Slurm's daemons on the nodes too;
+#                                --link RATE: a network of the nodes' own,
+#                                each node's link at RATE (800mbit, 2gbit)
 #   cluster.sh down [DIR]        stop whatever still runs on the nodes,
 #                                remove DIR; exit 1 if something was left
 #   cluster.sh check [DIR]       exit 1 if a process of the cluster runs
@@ -35,9 +37,10 @@
 #
 # Traffic between the nodes stays on loopback: Open MPI's TCP transports
 # are held to lo, Hydra binds to lo and UCX uses lo; no other address is
-# ever a target.  Every process started on a node carries
-# CLUSTER_JOB_DIR=DIR in its environment, by which `down` finds what is
-# left.
+# ever a target.  With --link, on the nodes' own network instead (eth0 in
+# each node's network namespace, addresses that exist only there).  Every
+# process started on a node carries CLUSTER_JOB_DIR=DIR in its
+# environment, by which `down` finds what is left.
 set -euo pipefail
 
 usage() {
@@ -52,10 +55,22 @@ case $cmd in
 esac
 
 slurm=0
+link=""
 if [ "$cmd" = up ]; then
-    if [ "${1:-}" = --slurm ]; then
-        slurm=1
-        shift
+    while [ $# -gt 0 ]; do
+        case $1 in
+            --slurm) slurm=1; shift ;;
+            --link) link=${2:-}; shift 2 || { echo "cluster.sh up: --link needs a rate" >&2; exit 2; } ;;
+            --link=*) link=${1#--link=}; shift ;;
+            *) break ;;
+        esac
+    done
+    if [ -n "$link" ]; then
+        case $link in
+            *[0-9]kbit|*[0-9]mbit|*[0-9]gbit) ;;
+            *) echo "cluster.sh up: --link takes a rate as tc writes it (800mbit, 2gbit), not '$link'" >&2; exit 2 ;;
+        esac
+        [ $slurm = 0 ] || { echo "cluster.sh up: --slurm and --link together are not supported (slurmctld is on the host's loopback)" >&2; exit 2; }
     fi
     nodes=${1:-}
     case $nodes in
@@ -104,6 +119,36 @@ shm_left() {
     [ -f "$dir/shm.before" ] || return 0
     # shellcheck disable=SC2010
     ls /dev/shm 2>/dev/null | grep '^collar-' | sort | comm -13 "$dir/shm.before" - || true
+}
+
+# The nodes' own network (cluster.sh up --link RATE): a network namespace
+# a node, each joined by a veth pair to a bridge in a namespace of its own
+# (the switch), addresses 10.254.N.K/24 that exist only in those
+# namespaces; each node's side of its link sends at most RATE (tc's tbf:
+# the machine's kernel has no netem, so no latency is added).  The
+# host's own network is not touched.
+link_up() {
+    local id k ns pre
+    id=$(( $(cksum <<<"$dir" | cut -d' ' -f1) % 200 + 20 ))
+    pre="cl${id}n"
+    ip netns add "${pre}sw" || { echo "cluster.sh: cannot make network namespaces (ip netns add)" >&2; exit 1; }
+    echo "${pre}sw" >"$dir/netns"
+    ip -n "${pre}sw" link add br0 type bridge
+    ip -n "${pre}sw" link set br0 up
+    for k in $(seq 1 "$nodes"); do
+        ns="$pre$k"
+        ip netns add "$ns"
+        echo "$ns" >>"$dir/netns"
+        ip link add "v$id-$k" netns "${pre}sw" type veth peer name eth0 netns "$ns"
+        ip -n "${pre}sw" link set "v$id-$k" master br0 up
+        ip -n "$ns" link set lo up
+        ip -n "$ns" addr add "10.254.$id.$k/24" dev eth0
+        ip -n "$ns" link set eth0 up
+        ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$link" burst 512kb latency 200ms
+    done
+    echo "$pre" >"$dir/netns.prefix"
+    echo "10.254.$id" >"$dir/net"
+    echo "$link" >"$dir/link"
 }
 
 # A free TCP port from $1 up (ss -ltn), for slurmctld and each slurmd.
@@ -211,12 +256,18 @@ up)
     cp /etc/hosts "$dir/hosts"
     : >"$dir/hostfile"
     hostlist=""
+    net=127.0.10
+    if [ -n "$link" ]; then
+        link_up
+        net=$(cat "$dir/net")
+    fi
     for k in $(seq 1 "$nodes"); do
-        printf '127.0.10.%d cnode%d\n' "$k" "$k" >>"$dir/hosts"
+        printf '%s.%d cnode%d\n' "$net" "$k" "$k" >>"$dir/hosts"
         printf 'cnode%d slots=64\n' "$k" >>"$dir/hostfile"
         hostlist="$hostlist${hostlist:+,}cnode$k"
     done
     echo "$nodes" >"$dir/nodes"
+    if [ -n "$link" ]; then echo eth0; else echo lo; fi >"$dir/iface"
     echo "$hostlist" >"$dir/hostlist"
     # shellcheck disable=SC2010
     ls /dev/shm 2>/dev/null | grep '^collar-' | sort >"$dir/shm.before" || true
@@ -239,7 +290,9 @@ case \$host in
     cnode[0-9]*) ;;
     *) echo "cluster agent: '\$host' is not a node of $dir" >&2; exit 255 ;;
 esac
-exec env -i PATH="\$PATH" HOME="\${HOME:-/root}" CLUSTER_JOB_DIR="$dir" \\
+netns=""
+[ -f "$dir/netns.prefix" ] && netns="ip netns exec \$(cat "$dir/netns.prefix")\${host#cnode}"
+exec \$netns env -i PATH="\$PATH" HOME="\${HOME:-/root}" CLUSTER_JOB_DIR="$dir" \\
     unshare --uts /bin/sh -c 'hostname "\$0" && exec /bin/sh -c "\$1"' "\$host" "\$*"
 EOF
     chmod +x "$dir/agent"
@@ -248,7 +301,9 @@ EOF
     # the cluster's /etc/hosts.
     cat >"$dir/bin/on-node1" <<EOF
 #!/bin/sh
-exec env CLUSTER_JOB_DIR="$dir" unshare --uts --mount /bin/sh -c \\
+netns=""
+[ -f "$dir/netns.prefix" ] && netns="ip netns exec \$(cat "$dir/netns.prefix")1"
+exec \$netns env CLUSTER_JOB_DIR="$dir" unshare --uts --mount /bin/sh -c \\
     'mount --bind "$dir/hosts" /etc/hosts && hostname cnode1 && exec "\$@"' sh "\$@"
 EOF
     chmod +x "$dir/bin/on-node1"
@@ -270,6 +325,7 @@ EOF
 
     cat >"$dir/bin/mpirun" <<EOF
 #!/bin/sh
+iface=\$(cat "$dir/iface")
 real=\${OMPI_LAUNCHER:-\$(command -v mpirun.openmpi || command -v mpirun)}
 case " \$* " in *" --version "*) exec "\$real" --version ;; esac
 . "$dir/bin/ppn.sh"
@@ -277,7 +333,7 @@ case " \$* " in *" --version "*) exec "\$real" --version ;; esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 exec "$dir/bin/on-node1" "\$real" --hostfile "$dir/hostfile" \\
     --mca plm_rsh_agent "$dir/agent" --mca plm_rsh_no_tree_spawn 1 \\
-    --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \\
+    --mca btl_tcp_if_include \$iface --mca oob_tcp_if_include \$iface \\
     --map-by ppr:\$ppn:node "\$@"
 EOF
     cat >"$dir/bin/mpiexec" <<EOF
@@ -289,8 +345,9 @@ hosts=""
 for h in \$(tr , ' ' <"$dir/hostlist"); do
     hosts="\$hosts\${hosts:+,}\$h:\$ppn"
 done
-exec "$dir/bin/on-node1" env UCX_NET_DEVICES=lo "\$real" -hosts "\$hosts" \\
-    -launcher ssh -launcher-exec "$dir/agent" -iface lo "\$@"
+iface=\$(cat "$dir/iface")
+exec "$dir/bin/on-node1" env UCX_NET_DEVICES=\$iface "\$real" -hosts "\$hosts" \\
+    -launcher ssh -launcher-exec "$dir/agent" -iface \$iface "\$@"
 EOF
     chmod +x "$dir/bin/mpirun" "$dir/bin/mpiexec"
     launchers="$dir/bin/mpirun, $dir/bin/mpiexec"
@@ -329,6 +386,11 @@ down)
     fi
     # shellcheck disable=SC2046
     stop $(cluster_pids daemons)
+    if [ -f "$dir/netns" ]; then
+        while read -r ns; do
+            ip netns del "$ns" 2>/dev/null || true
+        done <"$dir/netns"
+    fi
     shm=$(shm_left)
     if [ -n "$shm" ]; then
         echo "cluster.sh: removing from /dev/shm: $shm"

@@ -246,7 +246,7 @@ for mpi in $mpis; do
         if [ "$shape" = 2x2 ]; then
             # shellcheck disable=SC2086
             run thread $np "$launcher" $opts -np $np env LD_PRELOAD="$lib" $sim COLLAR_ALGORITHM=hier \
-                COLLAR_PROGRESS=thread COLLAR_LOG=info "$tests/mpi/test_allreduce" --quick --nonblocking \
+                COLLAR_PROGRESS=thread COLLAR_LOG=info "$tests/mpi/test_allreduce" --quick --nonblocking --counts 7,1031 \
                 && expect "test_allreduce: [0-9]+ passed, 0 failed" \
                 && ok "$mpi $shape thread" || bad "$mpi $shape thread"
         fi
