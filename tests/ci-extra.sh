@@ -46,10 +46,10 @@
 #           on 2x2, 4x2 and 4x4 ranks, Open MPI and MPICH
 #
 # Each stage prints a header and its time; a summary comes last.  Measured
-# on 2 cores from a fresh clone (nothing else running): deps 0-1 min, asan
-# 381 s, mpich 320 s, matrix 103 s with the wheels cached (about 5 min more
-# for their first download and install), cudaemu 77 s, fuzz 33 s,
-# cudaemu-programs 86 s (build-mpich-cuda/ built for one architecture).
+# on 2 cores (nothing else running): deps 0-1 min, asan 554 s, mpich 377 s,
+# matrix 114 s with the wheels cached (about 5 min more for their first
+# download and install), cudaemu 110 s, fuzz 33 s, cudaemu-programs 150 s
+# (build-mpich-cuda/ built for one architecture), nodes 388 s.
 # CI_EXTRA_STAGES="asan fuzz" runs some stages only (deps always runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -46,12 +46,12 @@ static collar_plan_t pick_shape(collar_mem_kind_t mem, int ranks, size_t bytes,
 }
 
 /* The built-in rules by node shape: ipc on one node, hier across nodes of
- * two ranks or more from 256K, staged/chunked otherwise and wherever the
- * nodes are unknown. */
+ * two ranks or more from 1M, chunked from 256K and staged below that
+ * across nodes, staged/chunked wherever the nodes are unknown. */
 static void test_builtin_shape(void)
 {
     reinit();
-    const size_t K256 = 256 * 1024;
+    const size_t K256 = 256 * 1024, M1 = 1024 * 1024;
     collar_plan_t p = pick_shape(COLLAR_MEM_DEVICE, 4, 8, 1, 4, 4);
     UNIT_CHECK(p.alg == COLLAR_ALG_IPC, "one node, 8 B: %s", collar_alg_name(p.alg));
     p = pick_shape(COLLAR_MEM_MANAGED, 2, 1 << 30, 1, 2, 2);
@@ -62,8 +62,11 @@ static void test_builtin_shape(void)
     p = pick_shape(COLLAR_MEM_HOST, 4, 1 << 20, 1, 4, 4);
     UNIT_CHECK(p.alg == COLLAR_ALG_NATIVE, "host, one node: %s",
                collar_alg_name(p.alg));
-    p = pick_shape(COLLAR_MEM_DEVICE, 4, K256, 2, 2, 2);
-    UNIT_CHECK(p.alg == COLLAR_ALG_HIER, "two nodes, 256K: %s",
+    p = pick_shape(COLLAR_MEM_DEVICE, 4, M1, 2, 2, 2);
+    UNIT_CHECK(p.alg == COLLAR_ALG_HIER, "two nodes, 1M: %s",
+               collar_alg_name(p.alg));
+    p = pick_shape(COLLAR_MEM_DEVICE, 4, M1 - 1, 2, 2, 2);
+    UNIT_CHECK(p.alg == COLLAR_ALG_CHUNKED, "two nodes, 1M-1: %s",
                collar_alg_name(p.alg));
     p = pick_shape(COLLAR_MEM_DEVICE, 4, K256 - 1, 2, 2, 2);
     UNIT_CHECK(p.alg == COLLAR_ALG_STAGED, "two nodes, 256K-1: %s",
