@@ -49,7 +49,7 @@
 # on 2 cores (nothing else running): deps 0-1 min, asan 554 s, mpich 377 s,
 # matrix 114 s with the wheels cached (about 5 min more for their first
 # download and install), cudaemu 110 s, fuzz 33 s, cudaemu-programs 150 s
-# (build-mpich-cuda/ built for one architecture), nodes 388 s.
+# (build-mpich-cuda/ built for one architecture), nodes 130 s.
 # CI_EXTRA_STAGES="asan fuzz" runs some stages only (deps always runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
