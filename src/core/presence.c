@@ -46,8 +46,9 @@
  *   is then of no use to the MPI library either (every rank was killed).
  *
  * Neither reached (a singleton, another launcher, a PMI-2 server, a
- * PMIx_Init collar did not see): the state is unknown and collar runs as if every process had
- * it, as before (docs/reliability.md: what was measured and ruled out).
+ * PMIx_Init collar did not see): the state is unknown and collar runs as
+ * if every process had it, as before (docs/reliability.md: what was
+ * measured and ruled out).
  */
 #include "config.h"
 #include "core.h"

@@ -55,8 +55,8 @@
  * collective while the application completes others": the application
  * then sat in the library's wait for the handle).  So at
  * MPI_THREAD_MULTIPLE collar then completes and frees a generalized
- * request of its own (wake_waiters_locked); a PMPI_Wait, and the library's wait inside
- * collar's, return (tests/mpi/pmpi_wait.test).
+ * request of its own (wake_waiters_locked); a PMPI_Wait, and the
+ * library's wait inside collar's, return (tests/mpi/pmpi_wait.test).
  *
  * The operation's error, if any, is kept with the request in collar's table
  * of requests (request.c) and returned by collar's completion calls, through
@@ -235,8 +235,7 @@ static int wake_cancel(void *extra, int complete)
  * unstarted, did the same, but MPICH 4.0.2 and Intel MPI 2021 at
  * MPI_THREAD_MULTIPLE then lost the next persistent allreduce made after
  * a nonblocking all-to-all on three ranks: every rank waited for ever;
- * tests/mpi/persist.test.)
- * Called with persist_lock held.
+ * tests/mpi/persist.test.)  Called with persist_lock held.
  */
 static void wake_waiters_locked(void)
 {
