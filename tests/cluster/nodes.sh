@@ -41,7 +41,8 @@
 #               leaves it out
 #   node lost   hier allreduces (tests/mpi/test_stress) when every rank of
 #               the last node is killed: the job ends within a minute,
-#               through the launcher's abort or an MPI error (2x2)
+#               through the launcher's abort or an MPI error (2x2; and
+#               under srun -K, --kill-on-bad-exit, with Open MPI)
 # and after each shape: no process of the cluster left, nothing of collar's
 # left in /dev/shm.  Exit status 0 when every check passed.
 set -u
@@ -114,17 +115,17 @@ rules_agree() {
     say "  collar-info --explain agrees on $n size ranges"
 }
 
-# node_lost NP LAUNCHER [OPTIONS]: hier allreduces for a minute
+# node_lost NP NPFLAG LAUNCHER [OPTIONS]: hier allreduces for a minute
 # (tests/mpi/test_stress); after some seconds every rank of the last node is
 # killed.  The launcher must end the job (its abort, or an MPI error on the
 # other ranks) within lost_limit seconds.
 lost_limit=60
 node_lost() {
-    local np=$1 launcher=$2
-    shift 2
+    local np=$1 npflag=$2 launcher=$3
+    shift 3
     local last="cnode$nodes" t0 pid victims="" p rc=0
     # shellcheck disable=SC2086
-    timeout -k 10 180 "$launcher" "$@" -np $np env LD_PRELOAD="$lib" $sim COLLAR_ALGORITHM=hier \
+    timeout -k 10 180 "$launcher" "$@" $npflag $np env LD_PRELOAD="$lib" $sim COLLAR_ALGORITHM=hier \
         "$tests/mpi/test_stress" --seconds 60 >"$log" 2>&1 &
     pid=$!
     for _ in $(seq 1 100); do
@@ -274,10 +275,21 @@ for mpi in $mpis; do
                 COLLAR_ALGORITHM=hier COLLAR_LOG=info COLLAR_STATS=1 "$tests/mpi/test_allreduce" --quick \
                 && expect "test_allreduce: [0-9]+ passed, 0 failed" "device memory: hier, " "^allreduce +hier +device" \
                 && ok "$mpi $shape srun hier" || bad "$mpi $shape srun hier"
+            # A lost node under srun: the step ends once Slurm kills the
+            # rest (-K, --kill-on-bad-exit; without it the surviving
+            # ranks wait in the MPI library, with or without collar).
+            # (Open MPI only: under MPICH's PMI-2 one run in three here
+            # outlived the minute; left open in tests/cluster/README.md.)
+            if [ $mpi = openmpi ]; then
+                # shellcheck disable=SC2086
+                node_lost $np -n "$dir/bin/srun" -K $pmi \
+                    && ok "$mpi $shape srun -K, node lost: the job ends within ${lost_limit} s" \
+                    || bad "$mpi $shape srun -K, node lost"
+            fi
         fi
 
         if [ "$shape" = 2x2 ]; then
-            node_lost $np "$launcher" $opts \
+            node_lost $np -np "$launcher" $opts \
                 && ok "$mpi $shape node lost: the job ends within ${lost_limit} s" \
                 || bad "$mpi $shape node lost"
         fi
