@@ -59,21 +59,7 @@ static int value(int r, int i, int round)
 
 static void check_sum(const int *buf, int count, int round, const char *what)
 {
-    int bad = 0, first = -1;
-    for (int i = 0; i < count; i++) {
-        long want = 0;
-        for (int r = 0; r < size; r++) {
-            want += value(r, i, round);
-        }
-        if (buf[i] != (int)want) {
-            if (first < 0) {
-                first = i;
-            }
-            bad++;
-        }
-    }
-    tu_check(bad == 0, what, "round %d: %d wrong elements, first at %d", round,
-             bad, first);
+    tu_check_int_sum(buf, count, size, value, round, what);
 }
 
 static void check_handlers(const char *what)

@@ -130,6 +130,27 @@ int tu_check_same_bytes(const void *got, const void *want, size_t n,
                     (unsigned)w[first], (unsigned)g[first]);
 }
 
+int tu_check_int_sum(const int *buf, int count, int nranks,
+                     int (*value)(int r, int i, int round), int round,
+                     const char *what)
+{
+    int bad = 0, first = -1;
+    for (int i = 0; i < count; i++) {
+        long want = 0;
+        for (int r = 0; r < nranks; r++) {
+            want += value(r, i, round);
+        }
+        if (buf[i] != (int)want) {
+            if (first < 0) {
+                first = i;
+            }
+            bad++;
+        }
+    }
+    return tu_check(bad == 0, what, "round %d: %d wrong elements, first at %d",
+                    round, bad, first);
+}
+
 int tu_finish(void)
 {
     long long v[2];

@@ -63,6 +63,13 @@ int tu_check_rc(int rc, const char *what);
 int tu_check_same_bytes(const void *got, const void *want, size_t n,
                         const char *what);
 
+/* An int MPI_SUM over `nranks` ranks: buf[i] must be the sum of
+ * value(r, i, round) over r, for every i < count; reports the number of
+ * wrong elements and the first. */
+int tu_check_int_sum(const int *buf, int count, int nranks,
+                     int (*value)(int r, int i, int round), int round,
+                     const char *what);
+
 /* Current counters of this rank (for progress messages). */
 long long tu_checks(void);
 long long tu_failures(void);
